@@ -1,0 +1,1 @@
+"""Desktop main process: a pywebview window over the sidecar (next issue)."""

@@ -1,0 +1,20 @@
+"""Newline-delimited JSON framing shared by the sidecar and its clients."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+# One message may be this large in either direction. 16 MiB messages are
+# part of the contract; the margin covers JSON escaping of such a payload.
+MAX_MESSAGE_BYTES: Final[int] = 64 * 1024 * 1024
+
+
+def encode_message(message: Any) -> bytes:
+    """One JSON value on one line. JSON escapes newlines inside strings."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def decode_line(line: bytes | str) -> Any:
+    """Parse one line; raises ValueError (json.JSONDecodeError) on bad JSON."""
+    return json.loads(line)

@@ -1,0 +1,1 @@
+"""The sidecar: owns every agent session and serves ACP JSON-RPC on stdio."""

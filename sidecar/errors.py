@@ -1,0 +1,89 @@
+"""The sidecar's exception tree. Transports map these to wire errors in one
+table each (`rpc.py`, `http.py`); nothing below the edge knows about JSON-RPC
+or HTTP.
+
+    SidecarError
+    ├── InvalidInput          bad request data; names the field
+    ├── SessionNotFound
+    ├── SessionBusy           a turn is running (turn lock)
+    ├── RuntimeLive           the session has a live runtime (resume, delete)
+    ├── SessionNotLive        the operation needs a live runtime
+    ├── InvalidState          the state machine refuses the transition
+    ├── StaleGeneration       a fenced write from a superseded runtime
+    ├── StoreError            the store could not read or write
+    ├── ProviderError         the model provider failed
+    ├── ResourceExhausted     no file descriptors / sockets left
+    └── ShuttingDown
+"""
+
+from __future__ import annotations
+
+
+class SidecarError(Exception):
+    """Base class; `str()` is a message safe to show to a client."""
+
+
+class InvalidInput(SidecarError):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class SessionNotFound(SidecarError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session not found: {session_id}")
+        self.session_id = session_id
+
+
+class SessionBusy(SidecarError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id} is busy: a turn is already running")
+        self.session_id = session_id
+
+
+class RuntimeLive(SidecarError):
+    def __init__(self, session_id: str, action: str) -> None:
+        hint = "close it first" if action == "delete" else "it is already live"
+        super().__init__(f"cannot {action} session {session_id}: it has a live runtime; {hint}")
+        self.session_id = session_id
+
+
+class SessionNotLive(SidecarError):
+    def __init__(self, session_id: str, action: str) -> None:
+        super().__init__(
+            f"cannot {action} session {session_id}: it has no live runtime; resume it first"
+        )
+        self.session_id = session_id
+
+
+class InvalidState(SidecarError):
+    pass
+
+
+class StaleGeneration(SidecarError):
+    def __init__(self, session_id: str, generation: int, current: int) -> None:
+        super().__init__(
+            f"write to session {session_id} from generation {generation} refused: "
+            f"current generation is {current}"
+        )
+        self.session_id = session_id
+        self.generation = generation
+        self.current = current
+
+
+class StoreError(SidecarError):
+    pass
+
+
+class ProviderError(SidecarError):
+    pass
+
+
+class ResourceExhausted(SidecarError):
+    pass
+
+
+class ShuttingDown(SidecarError):
+    def __init__(self) -> None:
+        super().__init__("the sidecar is shutting down")

@@ -1,0 +1,6 @@
+"""Session stores: one interface, a memory and an SQLite implementation."""
+
+from sidecar.store.base import INTERRUPTED_MARKER, SessionStore
+from sidecar.store.memory import MemorySessionStore
+
+__all__ = ["INTERRUPTED_MARKER", "MemorySessionStore", "SessionStore"]

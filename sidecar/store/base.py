@@ -1,0 +1,66 @@
+"""The `SessionStore` interface: identity and history, never liveness.
+
+Rules every implementation keeps (the contract suite in tests/ checks them):
+- Copies at the boundary: records are frozen, messages are fresh dicts each read.
+- Fenced writes: `update` and `append_message` name the writer's generation and
+  are refused with StaleGeneration unless it is the record's current one and the
+  record is not `closed` (a closed generation is over: nothing it says may land).
+- Appending a message costs the same at message 10 and message 100,000.
+- Listing never reads transcripts. Paging is by an opaque integer cursor.
+- Every multi-row change is one transaction; write errors raise StoreError.
+- Methods are synchronous: each is a short local operation, cheaper than a
+  thread hop, and the one event loop is the only caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+from sidecar.records import SessionRecord
+
+# Appended to a transcript whose turn was cut off by a sidecar that died.
+INTERRUPTED_MARKER: Final[dict[str, Any]] = {
+    "role": "system",
+    "kind": "interrupted",
+    "content": "[turn interrupted: the sidecar stopped before this turn finished]",
+}
+
+
+class SessionStore(Protocol):
+    def insert(self, record: SessionRecord) -> None:
+        """Store a new record. Raises StoreError if the id exists."""
+
+    def get(self, session_id: str) -> SessionRecord:
+        """Raises SessionNotFound."""
+
+    def list_page(
+        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
+    ) -> tuple[list[SessionRecord], int | None]:
+        """Newest first. Returns the page and the cursor of the next page (None at the end)."""
+
+    def update(self, session_id: str, generation: int, **changes: Any) -> SessionRecord:
+        """Fenced change of UPDATABLE_FIELDS; sets updated_at. Returns the new record."""
+
+    def begin_generation(self, session_id: str, expected_generation: int) -> SessionRecord:
+        """Resume: compare-and-set generation+1, status creating, last_error cleared,
+        interrupted kept. Raises StaleGeneration if the generation moved meanwhile."""
+
+    def append_message(
+        self, session_id: str, generation: int, message: Mapping[str, Any]
+    ) -> int:
+        """Fenced append; returns the message's index (0-based) in the transcript."""
+
+    def messages(self, session_id: str, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        """A page of the transcript in order. Raises SessionNotFound."""
+
+    def delete(self, session_id: str) -> None:
+        """Remove record and transcript in one transaction. Raises SessionNotFound."""
+
+    def reconcile_orphans(self) -> list[SessionRecord]:
+        """At start-up: every record in a live state belongs to a process that is gone.
+        Mark it closed; if it was running, set interrupted and append INTERRUPTED_MARKER.
+        One transaction. Returns the records as changed."""
+
+    def close(self) -> None:
+        """Release the store. Idempotent."""
