@@ -25,6 +25,8 @@ class ErrorCode(IntEnum):
     STORE_ERROR = -32046
     RESOURCE_EXHAUSTED = -32047
     SHUTTING_DOWN = -32048
+    RUNTIME_FAILED = -32049
+    PROVIDER_ERROR = -32050
 
 
 class ProtocolError(Exception):

@@ -13,6 +13,7 @@ or HTTP.
     ├── StoreError            the store could not read or write
     ├── ProviderError         the model provider failed
     ├── ResourceExhausted     no file descriptors / sockets left
+    ├── RuntimeFailed         a runtime could not start (the record keeps the error)
     └── ShuttingDown
 """
 
@@ -82,6 +83,13 @@ class ProviderError(SidecarError):
 
 class ResourceExhausted(SidecarError):
     pass
+
+
+class RuntimeFailed(SidecarError):
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id}: runtime failed to start: {reason}")
+        self.session_id = session_id
+        self.reason = reason
 
 
 class ShuttingDown(SidecarError):

@@ -22,6 +22,7 @@ AGENT_MESSAGE_CHUNK = "agent_message_chunk"
 TOOL_CALL = "tool_call"
 TOOL_CALL_UPDATE = "tool_call_update"
 TURN_END = "turn_end"
+MODE = "current_mode_update"
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,9 +42,7 @@ LIVE_STATES: Final[frozenset[SessionState]] = frozenset({S.CREATING, S.IDLE, S.R
 def check_transition(session_id: str, current: SessionState, new: SessionState) -> None:
     """The single place a state change is judged. Raises InvalidState."""
     if new not in TRANSITIONS[current]:
-        raise InvalidState(
-            f"session {session_id}: cannot go from {current.value} to {new.value}"
-        )
+        raise InvalidState(f"session {session_id}: cannot go from {current.value} to {new.value}")
 
 
 def now() -> float:

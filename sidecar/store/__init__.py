@@ -2,5 +2,6 @@
 
 from sidecar.store.base import INTERRUPTED_MARKER, SessionStore
 from sidecar.store.memory import MemorySessionStore
+from sidecar.store.sqlite import SqliteSessionStore
 
-__all__ = ["INTERRUPTED_MARKER", "MemorySessionStore", "SessionStore"]
+__all__ = ["INTERRUPTED_MARKER", "MemorySessionStore", "SessionStore", "SqliteSessionStore"]

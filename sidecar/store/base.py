@@ -46,9 +46,7 @@ class SessionStore(Protocol):
         """Resume: compare-and-set generation+1, status creating, last_error cleared,
         interrupted kept. Raises StaleGeneration if the generation moved meanwhile."""
 
-    def append_message(
-        self, session_id: str, generation: int, message: Mapping[str, Any]
-    ) -> int:
+    def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
         """Fenced append; returns the message's index (0-based) in the transcript."""
 
     def messages(self, session_id: str, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -103,7 +104,12 @@ class MemorySessionStore:
 
     def _append(self, record: SessionRecord, message: Mapping[str, Any]) -> int:
         transcript = self._transcripts[record.session_id]
-        transcript.append(copy.deepcopy(dict(message)))
+        try:
+            # A JSON round trip: the same copy semantics and the same refusals as SQLite.
+            stored = json.loads(json.dumps(dict(message)))
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"message is not JSON-serialisable: {exc}") from None
+        transcript.append(stored)
         self._records[record.session_id] = record.replace(
             message_count=len(transcript), updated_at=now()
         )

@@ -1,0 +1,96 @@
+"""A deterministic provider that needs no network: the default, and the test workhorse.
+
+What it answers, by the last message of the context:
+- a tool result        -> "`<command>` exited with status N." plus the first output lines
+- user `/sleep S [t]`  -> waits S seconds (cancellable), then answers "Slept S s. t"
+- user `/fail [msg]`   -> raises ProviderError (a scripted provider failure)
+- user `$ CMD` or `/bash CMD` -> a `bash` tool call for CMD when the mode has tools,
+                          else says tools are unavailable in this mode
+- anything else        -> "Echo: <text>", streamed word by word
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall
+from sidecar.errors import ProviderError
+
+OUTPUT_PREVIEW_LINES = 20
+
+
+class OfflineProvider:
+    name = "offline"
+
+    def __init__(self, model: str = "offline-echo") -> None:
+        self.model = model
+        self._calls = 0
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: TextCallback,
+    ) -> ProviderReply:
+        self._calls += 1
+        last = messages[-1] if messages else {"role": "user", "content": ""}
+        if last.get("role") == "tool":
+            return await self._stream(self._describe_tool_result(messages, last), on_text)
+        text = str(last.get("content") or "").strip()
+        if text.startswith("/sleep"):
+            seconds, _, rest = text.removeprefix("/sleep").strip().partition(" ")
+            try:
+                delay = float(seconds)
+            except ValueError:
+                raise ProviderError(
+                    f"offline provider: /sleep needs seconds, got {seconds!r}"
+                ) from None
+            await asyncio.sleep(delay)
+            return await self._stream(f"Slept {seconds} s. {rest}".strip(), on_text)
+        if text.startswith("/fail"):
+            reason = text.removeprefix("/fail").strip() or "scripted failure"
+            raise ProviderError(f"offline provider: {reason}")
+        for prefix in ("$ ", "/bash "):
+            if text.startswith(prefix):
+                command = text.removeprefix(prefix).strip()
+                if not any(t.get("function", {}).get("name") == "bash" for t in tools):
+                    return await self._stream(
+                        f"Tools are not available in this mode, so I cannot run `{command}`.",
+                        on_text,
+                    )
+                call = ToolCall(
+                    id=f"call_{self._calls}",
+                    name="bash",
+                    arguments=json.dumps({"command": command}),
+                )
+                return ProviderReply(text="", tool_calls=[call], finish_reason="tool_calls")
+        return await self._stream(f"Echo: {text}", on_text)
+
+    @staticmethod
+    def _describe_tool_result(messages: Sequence[dict[str, Any]], result: dict[str, Any]) -> str:
+        command = "command"
+        for message in reversed(messages):
+            for call in message.get("tool_calls") or []:
+                if call.get("id") == result.get("tool_call_id"):
+                    try:
+                        command = json.loads(call["function"]["arguments"])["command"]
+                    except (KeyError, TypeError, ValueError):
+                        command = "command"
+        content = str(result.get("content") or "")
+        status_line, _, output = content.partition("\n")
+        preview = "\n".join(output.splitlines()[:OUTPUT_PREVIEW_LINES])
+        return f"`{command}` {status_line.lower()}" + (f"\n{preview}" if preview else "")
+
+    @staticmethod
+    async def _stream(text: str, on_text: TextCallback) -> ProviderReply:
+        words = text.split(" ")
+        for index, word in enumerate(words):
+            on_text(word if index == 0 else " " + word)
+            await asyncio.sleep(0)
+        return ProviderReply(text=text)
+
+    async def aclose(self) -> None:
+        return None

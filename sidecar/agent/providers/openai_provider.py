@@ -1,0 +1,226 @@
+"""The `openai` provider: any OpenAI-compatible Chat Completions server.
+
+Works against OpenAI itself and local servers (Ollama, vLLM, llama.cpp) through the
+official SDK's `AsyncOpenAI`, always streaming so text reaches the user as it is made.
+The SDK owns transport concerns (connection pool, timeouts, retries with backoff); this
+module owns the translation: chunks -> text deltas + assembled tool calls, SDK errors ->
+ProviderError with a message that says what failed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from openai import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AsyncOpenAI,
+    AsyncStream,
+    OpenAIError,
+    Timeout,
+    omit,
+)
+from openai.types.chat import ChatCompletionChunk
+
+from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall
+from sidecar.errors import ProviderError
+
+# Local servers ignore the key, but the SDK refuses to start without one.
+PLACEHOLDER_API_KEY = "not-needed"
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    """A tool call being assembled from streamed fragments."""
+
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolDelta:
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Delta:
+    """What one chunk contributes; plain data, so nothing after parsing can fail on shape."""
+
+    text: str
+    tool_calls: list[_ToolDelta]
+    finish_reason: str | None
+
+
+class OpenAIProvider:
+    """Chat Completions over the official SDK.
+
+    `api_key` and `base_url` fall back to OPENAI_API_KEY / OPENAI_BASE_URL (the SDK's own
+    behaviour). With no key anywhere, PLACEHOLDER_API_KEY is sent so that keyless local
+    servers work; a real OpenAI endpoint then answers 401, which surfaces as ProviderError.
+    """
+
+    name: str = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 2,
+    ) -> None:
+        self.model = model
+        self.timeout = timeout
+        key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+        # `timeout` bounds each read (so a stalled stream fails); connecting gets less, so
+        # an unreachable host fails fast. The SDK retries connection errors, 408/409/429
+        # and 5xx with backoff, up to max_retries.
+        self._client = AsyncOpenAI(
+            api_key=key,
+            base_url=base_url,
+            timeout=Timeout(timeout, connect=min(timeout, 10.0)),
+            max_retries=max_retries,
+        )
+        self.base_url = str(self._client.base_url)
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: TextCallback,
+    ) -> ProviderReply:
+        """One streamed model call; cancellation propagates and abandons the HTTP request."""
+        text: list[str] = []
+        calls: dict[int, _PartialCall] = {}
+        finish_reason: str | None = None
+        stream = await self._open(messages, tools)
+        async with stream:  # closes the response (and its connection) on any exit
+            while (delta := await self._next(stream)) is not None:
+                if delta.text:
+                    text.append(delta.text)
+                    on_text(delta.text)  # outside the error mapping: its errors are its own
+                for td in delta.tool_calls:
+                    call = calls.setdefault(td.index, _PartialCall())
+                    if td.id and not call.id:
+                        call.id = td.id
+                    call.name += td.name or ""
+                    if td.arguments:
+                        call.arguments.append(td.arguments)
+                finish_reason = delta.finish_reason or finish_reason
+        tool_calls = [self._finish_call(i, calls[i]) for i in sorted(calls)]
+        if finish_reason is None:  # some servers omit it; infer rather than invent an error
+            finish_reason = "tool_calls" if tool_calls else "stop"
+        return ProviderReply("".join(text), tool_calls, finish_reason)
+
+    async def aclose(self) -> None:
+        """Close the SDK client's connection pool."""
+        await self._client.close()
+
+    async def _open(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+    ) -> AsyncStream[ChatCompletionChunk]:
+        try:
+            return await self._client.chat.completions.create(
+                model=self.model,
+                # Messages/tools already use the Chat Completions shapes (see base.py).
+                messages=cast(Any, list(messages)),
+                tools=cast(Any, list(tools)) if tools else omit,  # some servers reject []
+                stream=True,
+            )
+        except (OpenAIError, ValueError) as e:
+            raise self._error(e, "request") from e
+
+    async def _next(self, stream: AsyncStream[ChatCompletionChunk]) -> _Delta | None:
+        """The next chunk as plain data, or None at the end; every failure -> ProviderError."""
+        try:
+            chunk = await stream.__anext__()
+        except StopAsyncIteration:
+            return None
+        except (OpenAIError, ValueError) as e:  # ValueError: an SSE data line that is not JSON
+            raise self._error(e, "stream") from e
+        try:
+            choice = next((c for c in chunk.choices if c.index == 0), None)
+            if choice is None:  # e.g. the trailing usage chunk
+                return _Delta("", [], None)
+            tool_calls = [
+                _ToolDelta(
+                    tc.index,
+                    tc.id,
+                    tc.function.name if tc.function else None,
+                    tc.function.arguments if tc.function else None,
+                )
+                for tc in choice.delta.tool_calls or []
+            ]
+            reason = str(choice.finish_reason) if choice.finish_reason else None
+            return _Delta(choice.delta.content or "", tool_calls, reason)
+        except (AttributeError, TypeError) as e:
+            # The SDK builds chunks without validation, so a wrong shape shows up here.
+            raise ProviderError(f"{self._where()}: malformed stream chunk: {e}") from e
+
+    def _finish_call(self, index: int, call: _PartialCall) -> ToolCall:
+        if not call.name:
+            raise ProviderError(f"{self._where()}: tool call #{index} arrived without a name")
+        # Some local servers omit ids; the agent loop needs one to pair the tool result.
+        call_id = call.id or f"call_{uuid.uuid4().hex[:24]}"
+        return ToolCall(id=call_id, name=call.name, arguments="".join(call.arguments))
+
+    def _where(self) -> str:
+        return f"openai provider (model {self.model!r} at {self.base_url})"
+
+    def _error(self, e: OpenAIError | ValueError, phase: str) -> ProviderError:
+        """Say what failed: status and server message, or the transport-level cause."""
+        where = self._where()
+        if isinstance(e, APIStatusError):
+            return ProviderError(f"{where}: HTTP {e.status_code}: {_server_message(e)}")
+        if isinstance(e, APITimeoutError):
+            return ProviderError(f"{where}: request timed out after {self.timeout:g}s")
+        if isinstance(e, APIConnectionError):
+            what = "connection lost mid-stream" if phase == "stream" else "connection failed"
+            return ProviderError(f"{where}: {what}: {_causes(e)}")
+        if isinstance(e, APIError):  # an error event inside the stream
+            return ProviderError(f"{where}: server reported an error: {e.message}")
+        if isinstance(e, ValueError):
+            return ProviderError(f"{where}: malformed response: {e}")
+        return ProviderError(f"{where}: {type(e).__name__}: {e}")
+
+
+def _causes(e: APIConnectionError) -> str:
+    """The distinct messages down the cause chain: the SDK's own ("Connection error.") and
+    httpx's ("All connection attempts failed") hide the OS error that says what happened."""
+    chain: list[BaseException] = []
+    cause = e.__cause__ or e.__context__
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if not chain:
+        return e.message
+    parts: list[str] = []
+    for c in chain:
+        text = str(c) or type(c).__name__
+        if text not in parts:
+            parts.append(text)
+    return f"{'; '.join(parts)} ({type(chain[-1]).__name__})"
+
+
+def _server_message(e: APIStatusError) -> str:
+    """The server's own words: OpenAI-style `{"error": {"message"}}`, else the raw body."""
+    body = e.body
+    if isinstance(body, dict):
+        message = body.get("message") or body.get("error")
+        if isinstance(message, dict):
+            message = message.get("message")
+        if message:
+            return str(message)
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return e.message

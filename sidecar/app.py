@@ -1,0 +1,83 @@
+"""Wire the sidecar together and run it until stdin closes or a signal arrives."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from sidecar.acp_updates import event_notification
+from sidecar.config import Config, make_provider, model_name, open_store
+from sidecar.errors import StoreError
+from sidecar.events import Event
+from sidecar.handlers import AcpHandlers
+from sidecar.manager import SessionManager
+from sidecar.rpc import RpcServer
+from sidecar.runtime import RuntimeDeps
+from sidecar.stdio import LineWriter, open_reader, reserve_stdout
+
+log = logging.getLogger("sidecar")
+
+DRAIN_SECONDS = 5.0
+
+
+async def run(config: Config) -> int:
+    protocol_out = reserve_stdout()
+    writer = LineWriter(protocol_out)
+    await writer.start()
+    server = RpcServer(writer)
+    try:
+        store = open_store(config)
+    except StoreError as exc:
+        log.error("cannot open the session store: %s", exc)
+        await writer.aclose()
+        return 3
+
+    def on_event(session_id: str, event: Event) -> None:
+        notification = event_notification(session_id, event)
+        if notification is not None:
+            server.notify(*notification)
+
+    deps = RuntimeDeps(
+        store=store,
+        make_provider=lambda record: make_provider(config, record),
+        limits=config.limits,
+        on_event=on_event,
+    )
+    manager = SessionManager(deps)
+    manager.model_name = lambda: model_name(config)
+    stop = asyncio.Event()
+    AcpHandlers(manager, server, stop.set).register_all()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    reconciled = manager.reconcile()
+    log.info(
+        "sidecar ready: store=%s data_dir=%s provider=%s reconciled=%d",
+        config.store,
+        config.data_dir,
+        config.provider,
+        len(reconciled),
+    )
+    try:
+        reader = await open_reader()
+        await server.serve(reader, stop)
+    finally:
+        log.info("shutting down: closing %d live session(s)", len(manager.live_ids()))
+        await manager.shutdown()
+        await server.drain(DRAIN_SECONDS)
+        await writer.aclose()
+        store.close()
+    return 0
+
+
+def main(config: Config) -> int:
+    logging.basicConfig(
+        level=config.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return asyncio.run(run(config))

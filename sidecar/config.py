@@ -1,0 +1,96 @@
+"""Command-line options of `python -m sidecar`, and the objects they select."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+from sidecar.agent.backends.pipe import CommandLimits
+from sidecar.agent.providers.base import Provider
+from sidecar.records import SessionRecord
+from sidecar.store.base import SessionStore
+
+APP_NAME = "acp-session-host"
+DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True)
+class Config:
+    data_dir: Path
+    store: str
+    provider: str
+    model: str | None
+    base_url: str | None
+    limits: CommandLimits
+    log_level: str
+
+
+def parse_args(argv: list[str] | None = None) -> Config:
+    parser = argparse.ArgumentParser(
+        prog="python -m sidecar",
+        description="ACP sidecar: newline-delimited JSON-RPC 2.0 on stdin/stdout, logs on stderr.",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=os.environ.get("SIDECAR_DATA_DIR") or platformdirs.user_data_dir(APP_NAME),
+        help="where the session store lives (env SIDECAR_DATA_DIR; default: the user data dir)",
+    )
+    parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--provider", choices=("offline", "openai"), default="offline")
+    parser.add_argument("--model", default=None, help="model name for the provider")
+    parser.add_argument(
+        "--base-url", default=None, help="OpenAI-compatible server URL (or env OPENAI_BASE_URL)"
+    )
+    parser.add_argument("--tool-timeout", type=float, default=600.0, help="seconds per command")
+    parser.add_argument(
+        "--tool-output-cap", type=int, default=64 * 1024, help="bytes of command output kept"
+    )
+    parser.add_argument(
+        "--kill-grace", type=float, default=2.0, help="seconds between SIGTERM and SIGKILL"
+    )
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    if args.tool_timeout <= 0 or args.tool_output_cap <= 0 or args.kill_grace < 0:
+        parser.error("--tool-timeout and --tool-output-cap must be positive, --kill-grace >= 0")
+    return Config(
+        data_dir=Path(args.data_dir).expanduser().resolve(),
+        store=args.store,
+        provider=args.provider,
+        model=args.model,
+        base_url=args.base_url,
+        limits=CommandLimits(
+            timeout=args.tool_timeout, output_cap=args.tool_output_cap, kill_grace=args.kill_grace
+        ),
+        log_level=args.log_level.upper(),
+    )
+
+
+def open_store(config: Config) -> SessionStore:
+    if config.store == "memory":
+        from sidecar.store.memory import MemorySessionStore
+
+        return MemorySessionStore()
+    from sidecar.store.sqlite import SqliteSessionStore
+
+    return SqliteSessionStore(config.data_dir / "sessions.db")
+
+
+def model_name(config: Config) -> str:
+    if config.provider == "openai":
+        return config.model or DEFAULT_OPENAI_MODEL
+    return config.model or "offline-echo"
+
+
+def make_provider(config: Config, record: SessionRecord) -> Provider:
+    """A new provider client per runtime generation (never shared, never persisted)."""
+    if config.provider == "openai":
+        from sidecar.agent.providers.openai_provider import OpenAIProvider
+
+        return OpenAIProvider(model=record.model or model_name(config), base_url=config.base_url)
+    from sidecar.agent.providers.offline import OfflineProvider
+
+    return OfflineProvider(model_name(config))

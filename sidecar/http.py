@@ -1,0 +1,371 @@
+"""The per-session HTTP listener: the ACP-like boundary other local tools call.
+
+Loopback is not a trust boundary: any local process and any web page can reach
+127.0.0.1. So every request must name our port in `Host` (DNS rebinding), carry
+no `Origin` (browsers always send one on cross-site fetches) and present the
+runtime's bearer token; bodies are capped. Only then does routing happen.
+
+The listener owns no session logic: it translates HTTP to calls on a
+`ListenerTarget` (the runtime) and sidecar exceptions to statuses, in one table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hmac
+import json
+import logging
+import re
+import socket
+from collections.abc import AsyncIterator
+from typing import Any, Final, Protocol
+
+from aiohttp import hdrs, web
+from aiohttp.typedefs import Handler
+
+from sidecar import errors
+from sidecar.agent.turn import TurnOutcome
+from sidecar.events import Event, EventStream
+
+log = logging.getLogger(__name__)
+
+# Sidecar exception -> HTTP status. Looked up along `type(exc).__mro__`, so the
+# closest class wins; anything not here is a bug and becomes an opaque 500.
+STATUS_FOR: Final[dict[type[Exception], int]] = {
+    errors.InvalidInput: 400,
+    errors.SessionNotFound: 404,
+    errors.SessionBusy: 409,
+    errors.InvalidState: 409,
+    errors.RuntimeLive: 409,
+    errors.SessionNotLive: 409,
+    errors.StaleGeneration: 409,
+    errors.ProviderError: 502,
+    errors.ResourceExhausted: 503,
+    errors.ShuttingDown: 503,
+    errors.SidecarError: 500,
+}
+
+_CHALLENGE: Final[dict[str, str]] = {"WWW-Authenticate": "Bearer"}
+_SSE_HEADERS: Final = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+PING_INTERVAL: Final = 15.0
+# Bounds how long stop() waits for a handler that is still reading a slow body;
+# our own long handlers (send, SSE) end themselves as soon as stop() begins.
+_SHUTDOWN_TIMEOUT: Final = 0.1
+_MAX_LIMIT: Final = 1000
+_INT_RE: Final = re.compile(r"-?[0-9]{1,18}")
+# Binding refused by policy or sandbox: run without an endpoint, don't fail the session.
+_BIND_UNAVAILABLE: Final = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL}
+)
+# Out of descriptors, buffers or ephemeral ports: the caller should hear about it.
+_BIND_EXHAUSTED: Final = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.EADDRINUSE}
+)
+
+
+class ListenerTarget(Protocol):
+    """What the listener needs from a session runtime. `send` runs one turn and
+    raises SessionBusy / InvalidState / ProviderError / InvalidInput; `abort`
+    says whether a turn was running; `messages` returns a page and the total."""
+
+    session_id: str
+    events: EventStream
+
+    def summary(self, *, include_token: bool) -> dict[str, Any]: ...
+
+    async def send(self, message: str) -> TurnOutcome: ...
+
+    def abort(self) -> bool: ...
+
+    def messages(self, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]: ...
+
+
+def status_for(exc: BaseException) -> int | None:
+    """The status for a sidecar exception, or None for an unexpected one."""
+    for cls in type(exc).__mro__:
+        status = STATUS_FOR.get(cls)
+        if status is not None:
+            return status
+    return None
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+def _int_param(request: web.Request, name: str, default: int, low: int, high: int | None) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if not _INT_RE.fullmatch(raw):
+        raise errors.InvalidInput(name, f"must be an integer, got {raw[:40]!r}")
+    value = int(raw)
+    if value < low or (high is not None and value > high):
+        bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise errors.InvalidInput(name, f"must be {bounds}, got {value}")
+    return value
+
+
+def _parse_message(body: bytes) -> str:
+    try:
+        payload = json.loads(body)
+    except ValueError as exc:
+        raise errors.InvalidInput("body", f"not valid JSON ({exc})") from exc
+    if not isinstance(payload, dict):
+        raise errors.InvalidInput("body", 'must be a JSON object like {"message": "..."}')
+    message = payload.get("message")
+    if not isinstance(message, str):
+        raise errors.InvalidInput("message", "required, and must be a string")
+    if not message.strip():
+        raise errors.InvalidInput("message", "must not be empty or whitespace only")
+    return message
+
+
+def _sse_frame(event: Event) -> bytes:
+    data = json.dumps(event.data, separators=(",", ":"))  # one line: newlines are escaped
+    return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n".encode()
+
+
+async def _next_event(iterator: AsyncIterator[Event]) -> Event | None:
+    try:
+        return await anext(iterator)
+    except StopAsyncIteration:
+        return None
+
+
+def _consume_result(task: asyncio.Future[Any]) -> None:
+    # A turn that outlives its HTTP request still reports through the runtime;
+    # retrieving the exception here only keeps asyncio from warning about it.
+    if not task.cancelled():
+        task.exception()
+
+
+class Listener:
+    """One runtime's listener. Create it with `start_listener`."""
+
+    def __init__(self, target: ListenerTarget, token: str, sock: socket.socket, max_body: int):
+        self.port: int = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._target = target
+        self._token = token.encode()
+        self._sock = sock
+        self._max_body = max_body
+        self._hosts = frozenset({f"127.0.0.1:{self.port}", f"localhost:{self.port}"})
+        self._stopping: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._stop_task: asyncio.Task[None] | None = None
+        self.app = web.Application(
+            client_max_size=max_body, middlewares=[self._errors, self._guard]
+        )
+        self.app.router.add_post("/agent/send", self._send)
+        self.app.router.add_get("/agent/status", self._status, allow_head=False)
+        self.app.router.add_post("/agent/abort", self._abort)
+        self.app.router.add_get("/agent/messages", self._messages, allow_head=False)
+        self.app.router.add_get("/agent/events", self._events, allow_head=False)
+        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
+
+    async def _start(self) -> None:
+        await self._runner.setup()
+        try:
+            await web.SockSite(self._runner, self._sock).start()
+        except BaseException:
+            await self._runner.cleanup()
+            raise
+
+    async def stop(self) -> None:
+        """End SSE streams and pending sends, then close the socket. Idempotent."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(self._shutdown())
+        await asyncio.shield(self._stop_task)
+
+    async def _shutdown(self) -> None:
+        if not self._stopping.done():
+            self._stopping.set_result(None)
+        await self._runner.cleanup()
+        self._sock.close()  # already closed by the server; this covers a failed start
+
+    # -- middlewares: errors outermost, then the guard, then routing ------------
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every failure becomes JSON `{"error": ...}`; internals never leak."""
+        try:
+            response: web.StreamResponse = await handler(request)
+            return response
+        except web.HTTPException as exc:
+            return self._http_error(request, exc)
+        except Exception as exc:
+            status = status_for(exc)
+            if status is None:
+                log.exception("session %s: %s failed", self._target.session_id, request.path)
+                return _error(500, "internal error")
+            return _error(status, str(exc))
+
+    def _http_error(self, request: web.Request, exc: web.HTTPException) -> web.Response:
+        # aiohttp's own refusals (no route, wrong method, body too large) as JSON.
+        headers: dict[str, str] = {}
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            allowed = ", ".join(sorted(exc.allowed_methods))
+            headers["Allow"] = allowed
+            message = f"method {request.method} not allowed on {request.path}; use {allowed}"
+        elif isinstance(exc, web.HTTPNotFound):
+            message = f"no such endpoint: {request.method} {request.path}"
+        elif isinstance(exc, web.HTTPRequestEntityTooLarge):
+            message = f"request body too large: the limit is {self._max_body} bytes"
+        else:
+            message = exc.reason
+        return _error(exc.status, message, headers)
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Host and Origin first (cheap, no secret involved), then the token."""
+        if self._stopping.done():
+            return _error(503, "listener is stopping")
+        hosts = request.headers.getall(hdrs.HOST, [])
+        if len(hosts) != 1 or hosts[0].lower() not in self._hosts:
+            expected = f"127.0.0.1:{self.port} or localhost:{self.port}"
+            return _error(403, f"Host header refused: expected {expected}")
+        if hdrs.ORIGIN in request.headers:
+            return _error(403, "requests with an Origin header are refused (no browser access)")
+        auth = request.headers.getall(hdrs.AUTHORIZATION, [])
+        if not auth:
+            return _error(401, "missing Authorization: Bearer <token> header", _CHALLENGE)
+        scheme, _, credential = auth[0].partition(" ")
+        if (
+            len(auth) != 1
+            or scheme.lower() != "bearer"
+            or not hmac.compare_digest(credential.strip().encode("utf-8", "replace"), self._token)
+        ):
+            return _error(401, "invalid bearer token", _CHALLENGE)
+        length = request.content_length
+        if length is not None and length > self._max_body:
+            return _error(413, f"request body too large: the limit is {self._max_body} bytes")
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    # -- handlers ---------------------------------------------------------------
+
+    async def _send(self, request: web.Request) -> web.Response:
+        """Run one turn. The turn is its own task: a dropped connection or a
+        stopping listener must not cancel it half-way; cancelling is abort()'s job."""
+        message = _parse_message(await request.read())
+        turn = asyncio.ensure_future(self._target.send(message))
+        turn.add_done_callback(_consume_result)
+        await asyncio.wait({turn, self._stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not turn.done():
+            return _error(503, "listener stopped; the turn continues in the session")
+        outcome = turn.result()
+        return web.json_response({"response": outcome.response, "stopReason": outcome.stop_reason})
+
+    async def _status(self, request: web.Request) -> web.Response:
+        summary = self._target.summary(include_token=False)
+        endpoint = summary.get("http")
+        if isinstance(endpoint, dict) and endpoint.get("token") is not None:
+            # Belt and braces: whoever can read this already holds the token,
+            # but a listener must never be the place that hands it out.
+            summary = {**summary, "http": {**endpoint, "token": None}}
+        return web.json_response(summary)
+
+    async def _abort(self, request: web.Request) -> web.Response:
+        running = self._target.abort()
+        return web.json_response({"status": "abort_requested", "running": running})
+
+    async def _messages(self, request: web.Request) -> web.Response:
+        offset = _int_param(request, "offset", 0, 0, None)
+        limit = _int_param(request, "limit", 100, 1, _MAX_LIMIT)
+        page, total = self._target.messages(offset, limit)
+        return web.json_response({"messages": page, "total": total})
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        """SSE: the replay after Last-Event-ID (if any), then live events."""
+        last_id = self._last_event_id(request)
+        # Subscribe before sending headers: nothing published meanwhile is lost.
+        subscription = self._target.events.subscribe(last_id)
+        iterator = aiter(subscription)
+        pending: asyncio.Future[Event | None] | None = None
+        response = web.StreamResponse(headers=_SSE_HEADERS)
+        try:
+            await response.prepare(request)
+            while not self._stopping.done():
+                if pending is None:
+                    pending = asyncio.ensure_future(_next_event(iterator))
+                done, _ = await asyncio.wait(
+                    {pending, self._stopping},
+                    timeout=PING_INTERVAL,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if self._stopping.done():
+                    break
+                if pending not in done:
+                    await response.write(b": ping\n\n")
+                    continue
+                event = pending.result()
+                pending = None
+                if event is None:  # the EventStream closed, or we fell too far behind
+                    break
+                await response.write(_sse_frame(event))
+        except ConnectionError:
+            log.debug("session %s: SSE client went away", self._target.session_id)
+        finally:
+            subscription.close()
+            if pending is not None:
+                pending.cancel()
+        return response
+
+    @staticmethod
+    def _last_event_id(request: web.Request) -> int | None:
+        raw = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
+        if not raw:
+            return None
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+            raise errors.InvalidInput("Last-Event-ID", "must be a non-negative integer event id")
+        return int(raw)
+
+
+def _bind_loopback(session_id: str) -> socket.socket | None:
+    """A listening socket on 127.0.0.1 with an OS-chosen port (no check-then-bind race)."""
+    sock: socket.socket | None = None
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        sock.setblocking(False)
+        return sock
+    except BaseException as exc:
+        if sock is not None:
+            sock.close()
+        if not isinstance(exc, OSError):
+            raise
+        if isinstance(exc, PermissionError) or exc.errno in _BIND_UNAVAILABLE:
+            log.warning(
+                "session %s: socket binding unavailable (%s); running without an HTTP endpoint",
+                session_id,
+                exc,
+            )
+            return None
+        if exc.errno in _BIND_EXHAUSTED:
+            raise errors.ResourceExhausted(
+                f"cannot open an HTTP listener for session {session_id}: "
+                f"no file descriptors or ports left ({exc.strerror})"
+            ) from exc
+        raise
+
+
+async def start_listener(
+    target: ListenerTarget, token: str, *, max_body: int = 1024 * 1024
+) -> Listener | None:
+    """Serve `target` on 127.0.0.1:<free port>, or None where binding is not allowed."""
+    if not token:
+        raise ValueError("token must not be empty")
+    if max_body < 1:
+        raise ValueError("max_body must be at least 1")
+    sock = _bind_loopback(target.session_id)
+    if sock is None:
+        return None
+    try:
+        listener = Listener(target, token, sock, max_body)
+        await listener._start()
+    except BaseException:
+        sock.close()
+        raise
+    return listener

@@ -1,0 +1,151 @@
+"""Forward-only schema migrations for the SQLite session store.
+
+`MIGRATIONS` is an ordered list of `(version, step)`; a step is SQL text or a
+callable taking the connection. Each step runs in its own write transaction
+together with the row that records it, so a crash leaves the database at the
+previous version, never half-way. A database we did not create, or one written
+by a newer sidecar, is refused before anything writes to it: guessing at
+someone else's file is how data gets lost.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Final
+
+from sidecar.errors import StoreError
+from sidecar.records import now
+
+Step = str | Callable[[sqlite3.Connection], None]
+Migration = tuple[int, Step]
+
+# The name marks a database as ours; a database with tables but without it is foreign.
+VERSION_TABLE: Final = "sidecar_schema_version"
+
+_CREATE_VERSION_TABLE: Final = f"""
+CREATE TABLE IF NOT EXISTS {VERSION_TABLE} (
+    version INTEGER PRIMARY KEY,
+    applied_at REAL NOT NULL
+)
+"""
+
+# seq orders sessions by insertion and is the paging cursor; AUTOINCREMENT keeps
+# a deleted session's seq from ever naming another one. Messages are append-only
+# rows clustered by (session_seq, idx), so a page is one range scan of the key.
+_V1: Final = """
+CREATE TABLE sessions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    cwd TEXT NOT NULL,
+    title TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    model TEXT,
+    status TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    last_error TEXT,
+    interrupted INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX sessions_status ON sessions (status);
+CREATE INDEX sessions_cwd_seq ON sessions (cwd, seq);
+CREATE TABLE messages (
+    session_seq INTEGER NOT NULL REFERENCES sessions (seq),
+    idx INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_seq, idx)
+) WITHOUT ROWID;
+"""
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1),)
+
+
+def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    return migrations[-1][0] if migrations else 0
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a script into statements. `executescript` would commit the open
+    transaction first, so each statement is executed on its own instead;
+    `complete_statement` keeps `;` inside strings and trigger bodies intact."""
+    statements: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\r\n;"):
+                statements.append(pending.strip())
+            pending = ""
+    if pending.strip(" \t\r\n;"):
+        raise ValueError(f"incomplete SQL statement in migration: {pending.strip()!r}")
+    return statements
+
+
+def current_version(conn: sqlite3.Connection, where: str, known: int) -> int:
+    """Read-only check of what `conn` holds: 0 for an empty database, else the
+    applied version. Raises StoreError for a foreign or newer database."""
+    names = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+        )
+    ]
+    if VERSION_TABLE not in names:
+        if names:
+            raise StoreError(
+                f"{where} is not a session store: it holds {', '.join(sorted(names))} "
+                f"but no {VERSION_TABLE} table; refusing to touch it"
+            )
+        return 0
+    row = conn.execute(f"SELECT max(version) FROM {VERSION_TABLE}").fetchone()
+    version = int(row[0]) if row and row[0] is not None else 0
+    if version > known:
+        raise StoreError(
+            f"{where} has schema version {version}, newer than this sidecar knows "
+            f"({known}); upgrade the sidecar, the file was left untouched"
+        )
+    return version
+
+
+def pending(
+    conn: sqlite3.Connection, where: str, migrations: Sequence[Migration] = MIGRATIONS
+) -> list[Migration]:
+    """The migrations not yet applied. Only reads."""
+    version = current_version(conn, where, latest(migrations))
+    return [m for m in migrations if m[0] > version]
+
+
+def migrate(
+    conn: sqlite3.Connection,
+    atomic: Callable[[], AbstractContextManager[object]],
+    where: str,
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> list[int]:
+    """Apply pending migrations, each in one write transaction with its version
+    row. The version is re-read under the write lock, so two processes opening
+    the same new file do not both apply a step. Returns the versions applied."""
+    versions = [version for version, _ in migrations]
+    if versions != sorted(set(versions)) or (versions and versions[0] < 1):
+        raise ValueError(f"migrations must have increasing versions >= 1, got {versions}")
+    known = latest(migrations)
+    applied: list[int] = []
+    for version, step in pending(conn, where, migrations):
+        with atomic():
+            if current_version(conn, where, known) >= version:
+                continue
+            conn.execute(_CREATE_VERSION_TABLE)
+            if isinstance(step, str):
+                for statement in split_sql(step):
+                    conn.execute(statement)
+            else:
+                step(conn)
+            conn.execute(
+                f"INSERT INTO {VERSION_TABLE} (version, applied_at) VALUES (?, ?)",
+                (version, now()),
+            )
+        applied.append(version)
+    return applied

@@ -1,0 +1,386 @@
+"""The `SessionStore` contract, run against every implementation.
+
+A store that passes here can replace another without the manager noticing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sidecar.errors import SessionNotFound, StaleGeneration, StoreError
+from sidecar.records import SessionRecord, SessionState
+from sidecar.store import (
+    INTERRUPTED_MARKER,
+    MemorySessionStore,
+    SessionStore,
+    SqliteSessionStore,
+)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    impl: SessionStore
+    if request.param == "memory":
+        impl = MemorySessionStore()
+    else:
+        impl = SqliteSessionStore(tmp_path / "sessions.db")
+    yield impl
+    impl.close()
+
+
+def make_record(
+    session_id: str | None = None,
+    *,
+    cwd: str = "/work/a",
+    status: SessionState = SessionState.IDLE,
+    generation: int = 1,
+    **extra: Any,
+) -> SessionRecord:
+    return SessionRecord(
+        session_id=session_id or f"s-{uuid.uuid4().hex}",
+        cwd=cwd,
+        title="a title",
+        mode="default",
+        backend="offline",
+        status=status,
+        generation=generation,
+        created_at=1000.5,
+        updated_at=1000.5,
+        **extra,
+    )
+
+
+def add(store: SessionStore, **kwargs: Any) -> SessionRecord:
+    record = make_record(**kwargs)
+    store.insert(record)
+    return record
+
+
+# --- records ---------------------------------------------------------------
+
+
+def test_insert_get_round_trip(store: SessionStore) -> None:
+    record = make_record(
+        "s1", model="m-1", last_error="boom", interrupted=True, status=SessionState.ERROR
+    )
+    store.insert(record)
+    assert store.get("s1") == record
+    plain = add(store)
+    assert store.get(plain.session_id) == plain
+
+
+def test_duplicate_insert_is_store_error(store: SessionStore) -> None:
+    add(store, session_id="dup")
+    with pytest.raises(StoreError, match="dup"):
+        store.insert(make_record("dup", cwd="/elsewhere"))
+    assert store.get("dup").cwd == "/work/a"
+
+
+def test_get_unknown_is_not_found(store: SessionStore) -> None:
+    with pytest.raises(SessionNotFound):
+        store.get("nope")
+
+
+# --- listing -----------------------------------------------------------------
+
+
+def test_list_newest_first_and_cwd_filter(store: SessionStore) -> None:
+    ids = [add(store, cwd="/a" if i % 2 else "/b").session_id for i in range(6)]
+    page, cursor = store.list_page()
+    assert [r.session_id for r in page] == ids[::-1]
+    assert cursor is None
+    only_a, _ = store.list_page(cwd="/a")
+    assert [r.session_id for r in only_a] == [ids[5], ids[3], ids[1]]
+    assert store.list_page(cwd="/nowhere") == ([], None)
+
+
+@pytest.mark.parametrize("cwd", [None, "/a"])
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 100])
+def test_cursor_paging_no_gaps_no_duplicates(
+    store: SessionStore, limit: int, cwd: str | None
+) -> None:
+    ids = [add(store, cwd="/a" if i % 3 else "/b").session_id for i in range(10)]
+    expected = [sid for i, sid in enumerate(ids) if cwd is None or i % 3][::-1]
+    seen: list[str] = []
+    cursor: int | None = None
+    for _ in range(20):
+        page, cursor = store.list_page(cwd=cwd, cursor=cursor, limit=limit)
+        assert len(page) <= limit
+        seen += [r.session_id for r in page]
+        if cursor is None:
+            break
+        assert page, "a non-final page is never empty"
+    assert seen == expected
+
+
+def test_deleted_session_not_listed(store: SessionStore) -> None:
+    keep, gone = add(store), add(store)
+    store.delete(gone.session_id)
+    page, _ = store.list_page()
+    assert [r.session_id for r in page] == [keep.session_id]
+
+
+def test_paging_survives_deleting_the_cursor_row(store: SessionStore) -> None:
+    ids = [add(store).session_id for _ in range(4)]
+    page, cursor = store.list_page(limit=2)
+    store.delete(page[-1].session_id)
+    rest, end = store.list_page(cursor=cursor, limit=2)
+    assert [r.session_id for r in rest] == [ids[1], ids[0]]
+    assert end is None
+
+
+# --- update and generations ----------------------------------------------------
+
+
+def test_update_changes_fields_and_updated_at(store: SessionStore) -> None:
+    record = add(store)
+    updated = store.update(
+        record.session_id,
+        1,
+        status="running",
+        title="new",
+        model="m2",
+        last_error="e",
+        interrupted=True,
+        mode="plan",
+    )
+    assert updated.status is SessionState.RUNNING
+    assert (updated.title, updated.model, updated.last_error, updated.mode) == (
+        "new",
+        "m2",
+        "e",
+        "plan",
+    )
+    assert updated.interrupted is True
+    assert updated.updated_at > record.updated_at
+    assert updated.created_at == record.created_at
+    assert store.get(record.session_id) == updated
+    cleared = store.update(record.session_id, 1, model=None, last_error=None)
+    assert (cleared.model, cleared.last_error) == (None, None)
+    assert store.get(record.session_id) == cleared
+
+
+def test_update_rejects_unknown_fields(store: SessionStore) -> None:
+    record = add(store)
+    with pytest.raises(ValueError, match="message_count"):
+        store.update(record.session_id, 1, message_count=9)
+    with pytest.raises(ValueError, match="cwd"):
+        store.update(record.session_id, 1, title="ok", cwd="/elsewhere")
+    assert store.get(record.session_id) == record
+
+
+def test_update_unknown_session(store: SessionStore) -> None:
+    with pytest.raises(SessionNotFound):
+        store.update("nope", 1, title="x")
+
+
+def test_update_is_fenced(store: SessionStore) -> None:
+    record = add(store, generation=3)
+    with pytest.raises(StaleGeneration) as info:
+        store.update(record.session_id, 2, title="stale")
+    assert info.value.current == 3
+    store.update(record.session_id, 3, status=SessionState.CLOSED)
+    with pytest.raises(StaleGeneration):
+        store.update(record.session_id, 3, title="after close")
+    assert store.get(record.session_id).title == record.title
+
+
+def test_begin_generation(store: SessionStore) -> None:
+    record = add(store, status=SessionState.CLOSED, last_error="old", interrupted=True)
+    resumed = store.begin_generation(record.session_id, 1)
+    assert resumed.generation == 2
+    assert resumed.status is SessionState.CREATING
+    assert resumed.last_error is None
+    assert resumed.interrupted is True
+    assert store.get(record.session_id) == resumed
+    with pytest.raises(StaleGeneration):
+        store.begin_generation(record.session_id, 1)
+    assert store.get(record.session_id).generation == 2
+    # the superseded generation can no longer write; the new one can
+    with pytest.raises(StaleGeneration):
+        store.update(record.session_id, 1, title="old runtime")
+    with pytest.raises(StaleGeneration):
+        store.append_message(record.session_id, 1, {"role": "user"})
+    assert store.update(record.session_id, 2, status="idle").status is SessionState.IDLE
+    with pytest.raises(SessionNotFound):
+        store.begin_generation("nope", 1)
+
+
+# --- transcripts ---------------------------------------------------------------
+
+
+def test_append_indexes_and_count(store: SessionStore) -> None:
+    record = add(store)
+    indexes = [store.append_message(record.session_id, 1, {"n": i}) for i in range(5)]
+    assert indexes == [0, 1, 2, 3, 4]
+    after = store.get(record.session_id)
+    assert after.message_count == 5
+    assert after.updated_at >= record.updated_at
+    assert store.messages(record.session_id) == [{"n": i} for i in range(5)]
+
+
+def test_append_is_fenced(store: SessionStore) -> None:
+    record = add(store, generation=2)
+    with pytest.raises(StaleGeneration):
+        store.append_message(record.session_id, 1, {"x": 1})
+    store.update(record.session_id, 2, status="closed")
+    with pytest.raises(StaleGeneration):
+        store.append_message(record.session_id, 2, {"x": 1})
+    assert store.messages(record.session_id) == []
+    assert store.get(record.session_id).message_count == 0
+    with pytest.raises(SessionNotFound):
+        store.append_message("nope", 1, {"x": 1})
+
+
+def test_messages_paging(store: SessionStore) -> None:
+    record = add(store)
+    for i in range(7):
+        store.append_message(record.session_id, 1, {"n": i})
+    assert store.messages(record.session_id, 0, 3) == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert store.messages(record.session_id, 5, 10) == [{"n": 5}, {"n": 6}]
+    assert store.messages(record.session_id, 7, 10) == []
+    assert store.messages(record.session_id, 100, 10) == []
+    assert store.messages(record.session_id, 2, 0) == []
+    with pytest.raises(SessionNotFound):
+        store.messages("nope")
+    empty = add(store)
+    assert store.messages(empty.session_id) == []
+
+
+def test_transcripts_are_per_session(store: SessionStore) -> None:
+    a, b = add(store), add(store)
+    store.append_message(a.session_id, 1, {"who": "a"})
+    store.append_message(b.session_id, 1, {"who": "b"})
+    assert store.append_message(a.session_id, 1, {"who": "a2"}) == 1
+    assert store.messages(a.session_id) == [{"who": "a"}, {"who": "a2"}]
+    assert store.messages(b.session_id) == [{"who": "b"}]
+
+
+def test_messages_are_copies(store: SessionStore) -> None:
+    record = add(store)
+    sent: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    store.append_message(record.session_id, 1, sent)
+    sent["role"] = "changed"
+    sent["content"][0]["text"] = "changed"
+    got = store.messages(record.session_id)[0]
+    assert got == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    got["content"].append("junk")
+    got["role"] = "junk"
+    assert store.messages(record.session_id)[0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "hi"}],
+    }
+    assert store.messages(record.session_id)[0] is not store.messages(record.session_id)[0]
+
+
+def test_records_are_frozen(store: SessionStore) -> None:
+    record = add(store)
+    got = store.get(record.session_id)
+    with pytest.raises(AttributeError):
+        got.title = "x"  # type: ignore[misc]
+
+
+# --- delete --------------------------------------------------------------------
+
+
+def test_delete_removes_record_and_transcript(store: SessionStore) -> None:
+    record = add(store)
+    store.append_message(record.session_id, 1, {"n": 1})
+    store.delete(record.session_id)
+    with pytest.raises(SessionNotFound):
+        store.get(record.session_id)
+    with pytest.raises(SessionNotFound):
+        store.messages(record.session_id)
+    with pytest.raises(SessionNotFound):
+        store.delete(record.session_id)
+    # the id is free again and starts with an empty transcript
+    store.insert(make_record(record.session_id))
+    assert store.messages(record.session_id) == []
+    assert store.append_message(record.session_id, 1, {"n": 2}) == 0
+
+
+def test_delete_unknown(store: SessionStore) -> None:
+    with pytest.raises(SessionNotFound):
+        store.delete("nope")
+
+
+# --- reconcile -----------------------------------------------------------------
+
+
+def test_reconcile_orphans(store: SessionStore) -> None:
+    records = {state: add(store, status=state) for state in SessionState}
+    running = records[SessionState.RUNNING]
+    store.append_message(running.session_id, 1, {"role": "user", "content": "hi"})
+    changed = store.reconcile_orphans()
+
+    by_id = {r.session_id: r for r in changed}
+    live = {SessionState.IDLE, SessionState.CREATING, SessionState.CLOSING, SessionState.RUNNING}
+    assert set(by_id) == {records[s].session_id for s in live}
+    for state in live:
+        now = store.get(records[state].session_id)
+        assert now == by_id[now.session_id]
+        assert now.status is SessionState.CLOSED
+        assert now.interrupted is (state is SessionState.RUNNING)
+        assert now.generation == 1
+    for state in (SessionState.CLOSED, SessionState.ERROR):
+        assert store.get(records[state].session_id) == records[state]
+
+    assert store.messages(running.session_id) == [
+        {"role": "user", "content": "hi"},
+        INTERRUPTED_MARKER,
+    ]
+    assert store.get(running.session_id).message_count == 2
+    assert store.messages(records[SessionState.IDLE].session_id) == []
+    assert store.reconcile_orphans() == []
+
+
+def test_reconcile_keeps_earlier_interrupted_flag(store: SessionStore) -> None:
+    record = add(store, status=SessionState.IDLE, interrupted=True)
+    (changed,) = store.reconcile_orphans()
+    assert changed.interrupted is True
+    assert store.get(record.session_id).interrupted is True
+
+
+# --- properties ----------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+messages_strategy = st.lists(st.dictionaries(st.text(), json_values, max_size=5), max_size=25)
+
+
+# One store serves every example; each example uses a fresh session in it.
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(messages=messages_strategy, page_size=st.integers(min_value=1, max_value=30))
+def test_transcript_reads_back_equal_in_order(
+    store: SessionStore, messages: list[dict[str, Any]], page_size: int
+) -> None:
+    record = add(store)
+    indexes = [store.append_message(record.session_id, 1, m) for m in messages]
+    assert indexes == list(range(len(messages)))
+    read: list[dict[str, Any]] = []
+    while True:
+        page = store.messages(record.session_id, len(read), page_size)
+        assert len(page) <= page_size
+        if not page:
+            break
+        read += page
+    assert read == messages
+    assert store.get(record.session_id).message_count == len(messages)
