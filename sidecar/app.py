@@ -8,7 +8,7 @@ import signal
 import sys
 
 from sidecar.acp_updates import event_notification
-from sidecar.config import Config, make_provider, model_name, open_store
+from sidecar.config import Config, model_name, open_store, provider_factory
 from sidecar.errors import StoreError
 from sidecar.events import Event
 from sidecar.handlers import AcpHandlers
@@ -41,7 +41,7 @@ async def run(config: Config) -> int:
 
     deps = RuntimeDeps(
         store=store,
-        make_provider=lambda record: make_provider(config, record),
+        make_provider=provider_factory(config),
         limits=config.limits,
         on_event=on_event,
     )

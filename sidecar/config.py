@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,12 +86,21 @@ def model_name(config: Config) -> str:
     return config.model or "offline-echo"
 
 
-def make_provider(config: Config, record: SessionRecord) -> Provider:
-    """A new provider client per runtime generation (never shared, never persisted)."""
+def provider_factory(config: Config) -> Callable[[SessionRecord], Provider]:
+    """Resolved once at start-up (imports need file descriptors, which may run out later);
+    the factory makes a new provider client per runtime generation, never shared."""
     if config.provider == "openai":
         from sidecar.agent.providers.openai_provider import OpenAIProvider
 
-        return OpenAIProvider(model=record.model or model_name(config), base_url=config.base_url)
+        def make_openai(record: SessionRecord) -> Provider:
+            return OpenAIProvider(
+                model=record.model or model_name(config), base_url=config.base_url
+            )
+
+        return make_openai
     from sidecar.agent.providers.offline import OfflineProvider
 
-    return OfflineProvider(model_name(config))
+    def make_offline(record: SessionRecord) -> Provider:
+        return OfflineProvider(model_name(config))
+
+    return make_offline

@@ -18,7 +18,6 @@ from sidecar.agent.turn import TurnOutcome
 from sidecar.errors import (
     InvalidInput,
     InvalidState,
-    RuntimeFailed,
     RuntimeLive,
     SessionNotLive,
     ShuttingDown,
@@ -153,7 +152,8 @@ class SessionManager:
         self._deps.on_event(record.session_id, self._state_event(record))
         try:
             await runtime.start()
-        except RuntimeFailed:
+        except BaseException:
+            # RuntimeFailed (record says error) or worse: either way nothing is live.
             self._runtimes.pop(record.session_id, None)
             raise
         return self.summary(record.session_id)

@@ -86,7 +86,8 @@ class SessionRuntime:
         self.events = EventStream()
         self.events.add_sink(lambda event: deps.on_event(self.session_id, event))
         self.listener: Listener | None = None
-        self.provider: Provider = deps.make_provider(record)
+        self._provider: Provider | None = None
+        self._record = record
         self._deps = deps
         self._store = deps.store
         self._turn: asyncio.Task[TurnOutcome] | None = None
@@ -118,6 +119,12 @@ class SessionRuntime:
         return record
 
     @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            raise InvalidState(f"session {self.session_id}: runtime not started")
+        return self._provider
+
+    @property
     def url(self) -> str | None:
         return self.listener.url if self.listener else None
 
@@ -130,6 +137,7 @@ class SessionRuntime:
     async def start(self) -> None:
         """creating -> idle, or -> error with last_error if a resource cannot be had."""
         try:
+            self._provider = self._deps.make_provider(self._record)
             if self._deps.listen:
                 self.listener = await start_listener(self, self.token)
         except Exception as exc:
@@ -168,7 +176,8 @@ class SessionRuntime:
 
     async def _release(self) -> None:
         try:
-            await self.provider.aclose()
+            if self._provider is not None:
+                await self._provider.aclose()
         except Exception:
             log.exception("session %s: closing the provider client failed", self.session_id)
         if self.listener is not None:

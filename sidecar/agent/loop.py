@@ -24,8 +24,10 @@ MAX_MODEL_CALLS = 25
 class TurnHost(Protocol):
     cwd: str
     mode: str
-    provider: Provider
     limits: CommandLimits
+
+    @property
+    def provider(self) -> Provider: ...
 
     def record_message(self, message: dict[str, Any]) -> None:
         """Append to the transcript (fenced) and to the provider context."""
