@@ -214,11 +214,13 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Close every live runtime (records kept). Used on stdin EOF, signals, _sidecar/shutdown."""
         self._shutting_down = True
-        ids = list(self._runtimes)
-        results = await asyncio.gather(*(self.close(i) for i in ids), return_exceptions=True)
-        for session_id, result in zip(ids, results, strict=True):
-            if isinstance(result, BaseException):
-                log.error("closing session %s at shutdown failed: %s", session_id, result)
+        # Loop: a create or resume already in flight may register one more runtime.
+        while ids := list(self._runtimes):
+            results = await asyncio.gather(*(self.close(i) for i in ids), return_exceptions=True)
+            for session_id, result in zip(ids, results, strict=True):
+                if isinstance(result, BaseException):
+                    log.error("closing session %s at shutdown failed: %s", session_id, result)
+                self._runtimes.pop(session_id, None)
 
     def _refuse_if_shutting_down(self) -> None:
         if self._shutting_down:

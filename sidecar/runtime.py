@@ -18,7 +18,7 @@ from typing import Any
 
 from sidecar import events
 from sidecar.agent.backends.pipe import CommandLimits
-from sidecar.agent.loop import run_turn
+from sidecar.agent.loop import begin_turn, run_turn
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.tools import system_prompt
 from sidecar.agent.turn import TurnOutcome
@@ -29,6 +29,7 @@ from sidecar.errors import (
     RuntimeFailed,
     SessionBusy,
     StaleGeneration,
+    StoreError,
 )
 from sidecar.events import Event, EventStream
 from sidecar.http import Listener, start_listener
@@ -146,6 +147,11 @@ class SessionRuntime:
             reason = str(exc) or type(exc).__name__
             self._transition(SessionState.ERROR, last_error=f"runtime failed to start: {reason}")
             raise RuntimeFailed(self.session_id, reason) from exc
+        if self.closed:
+            # Closed while the listener was being opened: close owns the state; free what
+            # arrived after it released everything.
+            await self._release()
+            raise InvalidState(f"session {self.session_id} was closed while starting")
         self._transition(SessionState.IDLE)
 
     async def close(self) -> None:
@@ -155,12 +161,17 @@ class SessionRuntime:
         await asyncio.shield(self._close_task)
 
     async def _close(self) -> None:
+        """Staged: closing is written first, the runtime's resources are released whatever
+        happens (even if the store cannot be written), and closed is written last."""
         writable = not self.superseded
+        failure: StoreError | None = None
         if writable:
             try:
                 self._transition(SessionState.CLOSING)
             except StaleGeneration:
                 writable = False
+            except StoreError as exc:
+                failure = exc
         try:
             turn = self._turn
             if turn is not None and not turn.done():
@@ -169,19 +180,32 @@ class SessionRuntime:
                     await turn
         finally:
             await self._release()
-            if writable:
-                with contextlib.suppress(StaleGeneration):
-                    self._transition(SessionState.CLOSED)
             self.events.close()
+        if writable and failure is None:
+            try:
+                self._transition(SessionState.CLOSED)
+            except StaleGeneration:
+                pass
+            except StoreError as exc:
+                failure = exc
+        if failure is not None:
+            log.error(
+                "session %s: released, but the store refused the write: %s",
+                self.session_id,
+                failure,
+            )
+            raise failure
 
     async def _release(self) -> None:
+        provider, self._provider = self._provider, None
         try:
-            if self._provider is not None:
-                await self._provider.aclose()
+            if provider is not None:
+                await provider.aclose()
         except Exception:
             log.exception("session %s: closing the provider client failed", self.session_id)
-        if self.listener is not None:
-            await self.listener.stop()
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            await listener.stop()  # last: the endpoint answers until the runtime is gone
 
     # ---- turns ---------------------------------------------------------------------------
 
@@ -195,7 +219,12 @@ class SessionRuntime:
                 f"session {self.session_id} is {self.status.value}: a turn starts only from idle"
             )
         self._transition(SessionState.RUNNING, interrupted=False)
-        self._turn = asyncio.create_task(self._run_turn(text))
+        try:
+            begin_turn(self, text)
+        except Exception:
+            self._end_turn_state(SessionState.IDLE)  # the prompt was refused, not lost
+            raise
+        self._turn = asyncio.create_task(self._run_turn())
         return self._turn
 
     async def prompt(self, text: str) -> TurnOutcome:
@@ -212,9 +241,9 @@ class SessionRuntime:
         turn.cancel()
         return True
 
-    async def _run_turn(self, text: str) -> TurnOutcome:
+    async def _run_turn(self) -> TurnOutcome:
         try:
-            outcome = await run_turn(self, text)
+            outcome = await run_turn(self)
         except asyncio.CancelledError:
             self._end_turn_state(SessionState.IDLE)
             self.events.publish(events.TURN_END, {"stopReason": "cancelled"})
@@ -239,8 +268,15 @@ class SessionRuntime:
     def _end_turn_state(self, new: SessionState, **changes: Any) -> None:
         # While closing, close owns the state; a superseded runtime writes nothing.
         if self.status is SessionState.RUNNING and not self.closed and not self.superseded:
-            with contextlib.suppress(StaleGeneration):
+            try:
                 self._transition(new, **changes)
+            except StaleGeneration:
+                pass
+            except StoreError:
+                # The record cannot follow; the runtime still must not take turns it cannot
+                # record. Close releases it (and reports the store error).
+                log.exception("session %s: cannot record the end of a turn", self.session_id)
+                self.status = SessionState.ERROR
 
     def set_mode(self, mode: str) -> None:
         if self.status is not SessionState.IDLE:

@@ -49,9 +49,15 @@ def format_tool_result(result: CommandResult, limits: CommandLimits) -> str:
     return f"{head}\n{body}" if body else head
 
 
-async def run_turn(host: TurnHost, text: str) -> TurnOutcome:
+def begin_turn(host: TurnHost, text: str) -> None:
+    """Record the user's message. Synchronous, so it is committed before anyone can be
+    told the turn is running."""
     host.record_message({"role": "user", "content": text, "createdAt": iso(now())})
     host.publish(events.USER_MESSAGE, {"text": text})
+
+
+async def run_turn(host: TurnHost) -> TurnOutcome:
+    """The model/tool loop for the turn begun by `begin_turn`."""
     tools = tools_for_mode(host.mode)
     final_text = ""
     for _ in range(MAX_MODEL_CALLS):
