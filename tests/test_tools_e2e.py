@@ -1,0 +1,62 @@
+"""The bash tool through a real sidecar: cwd, output cap, timeout, leftovers stopped."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from harness import Sidecar, eventually, pid_alive
+
+
+async def start(data_dir: Path, *args: str) -> Sidecar:
+    return await Sidecar.start(data_dir, *args)
+
+
+async def test_command_runs_in_the_session_cwd(sidecar: Sidecar, workspace: Path):
+    sid = (await sidecar.new_session(workspace))["sessionId"]
+    result = await sidecar.prompt(sid, "$ pwd")
+    assert str(workspace) in result["_meta"]["response"]
+
+
+async def test_output_cap_and_timeout(data_dir: Path, workspace: Path):
+    sidecar = await start(data_dir, "--tool-output-cap", "100", "--tool-timeout", "1")
+    try:
+        sid = (await sidecar.new_session(workspace))["sessionId"]
+        await sidecar.prompt(sid, "$ head -c 100000 /dev/zero | tr '\\0' 'x'")
+        tool = [m for m in (await sidecar.messages(sid))["messages"] if m["role"] == "tool"][-1]
+        assert tool["truncated"] is True
+        assert "x" * 100 in tool["content"] and "x" * 101 not in tool["content"]
+        assert "[output truncated at 100 bytes]" in tool["content"]
+
+        result = await sidecar.prompt(sid, "$ echo $$ > slow.pid; sleep 30")
+        assert result["stopReason"] == "end_turn"
+        tool = [m for m in (await sidecar.messages(sid))["messages"] if m["role"] == "tool"][-1]
+        assert "Killed after the 1 s timeout" in tool["content"] and tool["exitCode"] is None
+        assert not pid_alive(int((workspace / "slow.pid").read_text()))
+    finally:
+        await sidecar.close()
+
+
+async def test_background_leftovers_are_stopped_when_the_command_ends(
+    sidecar: Sidecar, workspace: Path
+):
+    sid = (await sidecar.new_session(workspace))["sessionId"]
+    result = await sidecar.prompt(sid, "$ sleep 1000 & echo $! > bg.pid; echo started")
+    assert "exited with status 0" in result["_meta"]["response"]
+    leftover = int((workspace / "bg.pid").read_text())
+    assert await eventually(lambda: not pid_alive(leftover))
+
+
+async def test_a_child_that_ignores_sigterm_is_killed_on_cancel(data_dir: Path, workspace: Path):
+    sidecar = await start(data_dir, "--kill-grace", "0.5")
+    try:
+        sid = (await sidecar.new_session(workspace))["sessionId"]
+        turn = sidecar.prompt_task(sid, "$ trap '' TERM; echo $$ > stubborn.pid; sleep 1000")
+        assert await eventually(lambda: (workspace / "stubborn.pid").exists())
+        await asyncio.sleep(0.1)
+        stubborn = int((workspace / "stubborn.pid").read_text())
+        await sidecar.call("session/cancel", {"sessionId": sid})
+        assert (await asyncio.wait_for(turn, 10))["stopReason"] == "cancelled"
+        assert await eventually(lambda: not pid_alive(stubborn))
+    finally:
+        await sidecar.close()
