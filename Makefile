@@ -3,24 +3,31 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test venv lint
+.PHONY: run sidecar test venv lint system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 
-venv: $(BIN)/python
-	$(BIN)/pip install -e ".[dev]"
+# The window's system libraries (Xvfb, Qt WebEngine's X/GL libs, fonts): apt-get, idempotent.
+system-deps:
+	bash scripts/install-system-deps.sh
 
-# Start the sidecar headless: ACP JSON-RPC on stdin/stdout, logs on stderr.
-run: $(BIN)/python
+venv: $(BIN)/python
+	$(BIN)/pip install -e ".[dev,desktop]"
+
+# Start the headless sidecar: ACP JSON-RPC on stdin/stdout, logs on stderr.
+sidecar: $(BIN)/python
 	$(BIN)/pip install -q -e .
 	$(BIN)/python -m sidecar $(ARGS)
+
+run: sidecar
 
 lint: venv
 	$(BIN)/ruff check protocol sidecar desktop tests
 	$(BIN)/ruff format --check protocol sidecar desktop tests
 	$(BIN)/mypy
 
-test: lint
+# pytest exits non-zero (5) when no test ran, so an empty run fails too.
+test: system-deps lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
