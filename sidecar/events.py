@@ -68,6 +68,16 @@ class Subscription:
                 return
             yield event
 
+    def drain_nowait(self) -> list[Event]:
+        """Events already queued, without waiting (a stopping listener flushes these)."""
+        drained: list[Event] = []
+        while not self._queue.empty():
+            event = self._queue.get_nowait()
+            if event is None:
+                break
+            drained.append(event)
+        return drained
+
     def close(self) -> None:
         self._stream._unsubscribe(self)
 

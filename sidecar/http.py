@@ -12,6 +12,7 @@ The listener owns no session logic: it translates HTTP to calls on a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hmac
 import json
@@ -26,7 +27,7 @@ from aiohttp.typedefs import Handler
 
 from sidecar import errors
 from sidecar.agent.turn import TurnOutcome
-from sidecar.events import Event, EventStream
+from sidecar.events import Event, EventStream, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -295,6 +296,8 @@ class Listener:
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if self._stopping.done():
+                    await self._flush_queued(response, pending, subscription)
+                    pending = None
                     break
                 if pending not in done:
                     await response.write(b": ping\n\n")
@@ -311,6 +314,24 @@ class Listener:
             if pending is not None:
                 pending.cancel()
         return response
+
+    @staticmethod
+    async def _flush_queued(
+        response: web.StreamResponse,
+        pending: asyncio.Future[Event | None] | None,
+        subscription: Subscription,
+    ) -> None:
+        """On stop, deliver what was already published (e.g. the `closing` state), briefly."""
+        queued: list[Event] = []
+        if pending is not None and pending.done() and pending.result() is not None:
+            queued.append(pending.result())  # type: ignore[arg-type]
+        elif pending is not None:
+            pending.cancel()
+        queued.extend(subscription.drain_nowait())
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            async with asyncio.timeout(_SHUTDOWN_TIMEOUT):
+                for event in queued:
+                    await response.write(_sse_frame(event))
 
     @staticmethod
     def _last_event_id(request: web.Request) -> int | None:

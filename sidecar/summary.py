@@ -40,7 +40,4 @@ def build_summary(
         updated_at=iso(record.updated_at),
         http=http,
     )
-    wire = summary.to_wire()
-    if not include_token and wire["http"] is not None:
-        del wire["http"]["token"]
-    return wire
+    return summary.to_wire()
