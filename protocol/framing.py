@@ -11,8 +11,17 @@ MAX_MESSAGE_BYTES: Final[int] = 64 * 1024 * 1024
 
 
 def encode_message(message: Any) -> bytes:
-    """One JSON value on one line. JSON escapes newlines inside strings."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    """One JSON value on one line. JSON escapes newlines inside strings.
+
+    Text that is not valid Unicode (a lone surrogate, which JSON input may carry as
+    "\\ud800") cannot be UTF-8 encoded; such a message is sent with ASCII escapes,
+    exactly as it arrived, instead of failing.
+    """
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
 
 
 def decode_line(line: bytes | str) -> Any:

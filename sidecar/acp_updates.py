@@ -42,6 +42,8 @@ def event_notification(session_id: str, event: Event) -> Notification | None:
     if event.type == events.STATE:
         return Method.STATE, dict(data)
     if event.type == events.USER_MESSAGE:
+        if data.get("origin") == "acp":
+            return None  # the ACP client sent it; echoing it back makes clients show it twice
         return _session_update(session_id, update_user_message_text(data["text"]))
     if event.type == events.AGENT_MESSAGE_CHUNK:
         return _session_update(session_id, update_agent_message_text(data["text"]))

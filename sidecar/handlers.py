@@ -76,12 +76,16 @@ def _decode_cursor(cursor: str | None) -> int | None:
 def prompt_text(request: PromptRequest) -> str:
     parts: list[str] = []
     for block in request.prompt:
-        text = getattr(block, "text", None)
-        if isinstance(text, str):
-            parts.append(text)
-        resource = getattr(block, "resource", None)
-        if resource is not None and isinstance(getattr(resource, "text", None), str):
-            parts.append(resource.text)
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            # Every ACP agent must accept links; the model gets them as a reference line.
+            parts.append(f"[resource: {block.name} <{block.uri}>]")
+        elif kind == "resource":
+            resource = block.resource
+            if isinstance(getattr(resource, "text", None), str):
+                parts.append(f"[resource {resource.uri}]\n{resource.text}")
     text = "\n".join(parts)
     if not text.strip():
         raise InvalidInput("prompt", "must contain non-empty text content")
@@ -116,9 +120,10 @@ class AcpHandlers:
             self.server.register(name, handler)
 
     async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = InitializeRequest.model_validate(params)
+        InitializeRequest.model_validate(params)  # refuse malformed params; version: see below
         response = InitializeResponse(
-            protocol_version=min(request.protocol_version, PROTOCOL_VERSION),
+            # We speak exactly one version; ACP: answer with it, the client decides.
+            protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
@@ -206,7 +211,7 @@ class AcpHandlers:
 
     async def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         request = PromptRequest.model_validate(params)
-        outcome = await self.manager.prompt(request.session_id, prompt_text(request))
+        outcome = await self.manager.prompt(request.session_id, prompt_text(request), origin="acp")
         return {"stopReason": outcome.stop_reason, "_meta": {"response": outcome.response}}
 
     async def session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:

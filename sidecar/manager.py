@@ -199,9 +199,9 @@ class SessionManager:
             raise SessionNotLive(session_id, action)
         return runtime
 
-    async def prompt(self, session_id: str, text: str) -> TurnOutcome:
+    async def prompt(self, session_id: str, text: str, *, origin: str = "acp") -> TurnOutcome:
         self._refuse_if_shutting_down()
-        return await self._live(session_id, "prompt").prompt(text)
+        return await self._live(session_id, "prompt").prompt(text, origin=origin)
 
     def cancel(self, session_id: str) -> bool:
         return self._live(session_id, "cancel").abort()

@@ -209,7 +209,7 @@ class SessionRuntime:
 
     # ---- turns ---------------------------------------------------------------------------
 
-    def _start_turn(self, text: str) -> asyncio.Task[TurnOutcome]:
+    def _start_turn(self, text: str, origin: str) -> asyncio.Task[TurnOutcome]:
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("prompt", "must be non-empty text")
         if self._turn is not None:
@@ -220,19 +220,19 @@ class SessionRuntime:
             )
         self._transition(SessionState.RUNNING, interrupted=False)
         try:
-            begin_turn(self, text)
+            begin_turn(self, text, origin)
         except Exception:
             self._end_turn_state(SessionState.IDLE)  # the prompt was refused, not lost
             raise
         self._turn = asyncio.create_task(self._run_turn())
         return self._turn
 
-    async def prompt(self, text: str) -> TurnOutcome:
+    async def prompt(self, text: str, *, origin: str = "acp") -> TurnOutcome:
         # shield: a caller that goes away (HTTP client hung up) does not cancel the turn.
-        return await asyncio.shield(self._start_turn(text))
+        return await asyncio.shield(self._start_turn(text, origin))
 
     async def send(self, message: str) -> TurnOutcome:
-        return await self.prompt(message)
+        return await self.prompt(message, origin="http")
 
     def abort(self) -> bool:
         turn = self._turn

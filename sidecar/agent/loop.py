@@ -49,11 +49,11 @@ def format_tool_result(result: CommandResult, limits: CommandLimits) -> str:
     return f"{head}\n{body}" if body else head
 
 
-def begin_turn(host: TurnHost, text: str) -> None:
+def begin_turn(host: TurnHost, text: str, origin: str) -> None:
     """Record the user's message. Synchronous, so it is committed before anyone can be
-    told the turn is running."""
+    told the turn is running. `origin` ("acp" or "http") says who sent it."""
     host.record_message({"role": "user", "content": text, "createdAt": iso(now())})
-    host.publish(events.USER_MESSAGE, {"text": text})
+    host.publish(events.USER_MESSAGE, {"text": text, "origin": origin})
 
 
 async def run_turn(host: TurnHost) -> TurnOutcome:
