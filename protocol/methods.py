@@ -33,6 +33,7 @@ class Method:
     # extensions (requests)
     STATUS: Final = "_session/status"
     MESSAGES: Final = "_session/messages"
+    RESIZE: Final = "_session/resize"
     SHUTDOWN: Final = "_sidecar/shutdown"
     # extension notification (agent -> client)
     STATE: Final = "_session/state"
@@ -50,5 +51,10 @@ ACP_METHODS: Final[tuple[str, ...]] = (
     Method.SESSION_CANCEL,
     Method.SESSION_SET_MODE,
 )
-EXTENSION_METHODS: Final[tuple[str, ...]] = (Method.STATUS, Method.MESSAGES, Method.SHUTDOWN)
+EXTENSION_METHODS: Final[tuple[str, ...]] = (
+    Method.STATUS,
+    Method.MESSAGES,
+    Method.RESIZE,
+    Method.SHUTDOWN,
+)
 EXTENSION_NOTIFICATIONS: Final[tuple[str, ...]] = (Method.STATE,)

@@ -93,6 +93,12 @@ class MessagesParams(StrictParams):
     limit: int = Field(default=100, ge=1, le=1000)
 
 
+class ResizeParams(StrictParams):
+    session_id: str = Field(min_length=1, max_length=200)
+    rows: int = Field(ge=1, le=1000)
+    cols: int = Field(ge=1, le=1000)
+
+
 class MessagesResult(WireModel):
     messages: list[dict[str, Any]]
     total: int

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import platformdirs
 
-from sidecar.agent.backends.pipe import CommandLimits
+from sidecar.agent.backends.groups import CommandLimits
 from sidecar.agent.providers.base import Provider
 from sidecar.records import SessionRecord
 from sidecar.store.base import SessionStore
@@ -51,12 +51,20 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "--tool-output-cap", type=int, default=64 * 1024, help="bytes of command output kept"
     )
     parser.add_argument(
+        "--interrupt-grace",
+        type=float,
+        default=0.5,
+        help="seconds between SIGINT (the cooperative stop) and SIGTERM",
+    )
+    parser.add_argument(
         "--kill-grace", type=float, default=2.0, help="seconds between SIGTERM and SIGKILL"
     )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    if args.tool_timeout <= 0 or args.tool_output_cap <= 0 or args.kill_grace < 0:
-        parser.error("--tool-timeout and --tool-output-cap must be positive, --kill-grace >= 0")
+    if args.tool_timeout <= 0 or args.tool_output_cap <= 0:
+        parser.error("--tool-timeout and --tool-output-cap must be positive")
+    if args.kill_grace < 0 or args.interrupt_grace < 0:
+        parser.error("--interrupt-grace and --kill-grace must be >= 0")
     return Config(
         data_dir=Path(args.data_dir).expanduser().resolve(),
         store=args.store,
@@ -64,7 +72,10 @@ def parse_args(argv: list[str] | None = None) -> Config:
         model=args.model,
         base_url=args.base_url,
         limits=CommandLimits(
-            timeout=args.tool_timeout, output_cap=args.tool_output_cap, kill_grace=args.kill_grace
+            timeout=args.tool_timeout,
+            output_cap=args.tool_output_cap,
+            interrupt_grace=args.interrupt_grace,
+            kill_grace=args.kill_grace,
         ),
         log_level=args.log_level.upper(),
     )

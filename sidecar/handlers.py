@@ -36,7 +36,13 @@ from pydantic import ValidationError
 
 from protocol.errors import ProtocolError
 from protocol.methods import PROTOCOL_VERSION, Method
-from protocol.models import MessagesParams, NewSessionMeta, StatusParams, available_modes
+from protocol.models import (
+    MessagesParams,
+    NewSessionMeta,
+    ResizeParams,
+    StatusParams,
+    available_modes,
+)
 from sidecar.acp_updates import replay_notifications
 from sidecar.errors import InvalidInput, SessionNotLive
 from sidecar.manager import SessionManager
@@ -114,6 +120,7 @@ class AcpHandlers:
             Method.SESSION_SET_MODE: self.session_set_mode,
             Method.STATUS: self.status,
             Method.MESSAGES: self.messages,
+            Method.RESIZE: self.resize,
             Method.SHUTDOWN: self.shutdown,
         }
         for name, handler in table.items():
@@ -235,6 +242,10 @@ class AcpHandlers:
         request = MessagesParams.model_validate(params)
         page, total = self.manager.messages(request.session_id, request.offset, request.limit)
         return {"messages": page, "total": total}
+
+    async def resize(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = ResizeParams.model_validate(params)
+        return self.manager.resize(request.session_id, request.rows, request.cols)
 
     async def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
         self.request_shutdown()

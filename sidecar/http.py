@@ -81,6 +81,8 @@ class ListenerTarget(Protocol):
 
     def messages(self, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]: ...
 
+    def resize(self, rows: int, cols: int) -> dict[str, int]: ...
+
 
 def status_for(exc: BaseException) -> int | None:
     """The status for a sidecar exception, or None for an unexpected one."""
@@ -108,13 +110,18 @@ def _int_param(request: web.Request, name: str, default: int, low: int, high: in
     return value
 
 
-def _parse_message(body: bytes) -> str:
+def _json_object(body: bytes, example: str) -> dict[str, Any]:
     try:
         payload = json.loads(body)
     except ValueError as exc:
         raise errors.InvalidInput("body", f"not valid JSON ({exc})") from exc
     if not isinstance(payload, dict):
-        raise errors.InvalidInput("body", 'must be a JSON object like {"message": "..."}')
+        raise errors.InvalidInput("body", f"must be a JSON object like {example}")
+    return payload
+
+
+def _parse_message(body: bytes) -> str:
+    payload = _json_object(body, '{"message": "..."}')
     message = payload.get("message")
     if not isinstance(message, str):
         raise errors.InvalidInput("message", "required, and must be a string")
@@ -163,6 +170,7 @@ class Listener:
         self.app.router.add_post("/agent/abort", self._abort)
         self.app.router.add_get("/agent/messages", self._messages, allow_head=False)
         self.app.router.add_get("/agent/events", self._events, allow_head=False)
+        self.app.router.add_post("/agent/resize", self._resize)
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
 
     async def _start(self) -> None:
@@ -270,6 +278,10 @@ class Listener:
     async def _abort(self, request: web.Request) -> web.Response:
         running = self._target.abort()
         return web.json_response({"status": "abort_requested", "running": running})
+
+    async def _resize(self, request: web.Request) -> web.Response:
+        payload = _json_object(await request.read(), '{"rows": 24, "cols": 80}')
+        return web.json_response(self._target.resize(payload.get("rows"), payload.get("cols")))  # type: ignore[arg-type]
 
     async def _messages(self, request: web.Request) -> web.Response:
         offset = _int_param(request, "offset", 0, 0, None)

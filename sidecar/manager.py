@@ -206,6 +206,9 @@ class SessionManager:
     def cancel(self, session_id: str) -> bool:
         return self._live(session_id, "cancel").abort()
 
+    def resize(self, session_id: str, rows: int, cols: int) -> dict[str, int]:
+        return self._live(session_id, "resize").resize(rows, cols)
+
     def set_mode(self, session_id: str, mode: Any) -> None:
         if mode not in MODES:
             raise InvalidInput("modeId", f"must be one of {', '.join(MODES)}, got {mode!r}")

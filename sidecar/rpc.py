@@ -105,6 +105,13 @@ def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
         except (ProtocolError, ValidationError, SidecarError) as exc:
             error = to_protocol_error(exc)
             return Error(error.code, error.message, error.data)
+        except UnicodeEncodeError:
+            # JSON may carry lone surrogates ("\\ud800"); paths, ids and SQLite text cannot.
+            # Raised before anything is written, so nothing changed.
+            error = ProtocolError.invalid_params(
+                "params", "text must be valid Unicode (no lone surrogates)"
+            )
+            return Error(error.code, error.message, error.data)
         except Exception:
             log.exception("internal error in %s", getattr(handler, "__name__", "handler"))
             error = ProtocolError.internal()

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidecar import events
-from sidecar.agent.backends.pipe import CommandLimits
+from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.backends.pipe import run_command
+from sidecar.agent.backends.pty import Terminal, run_command_pty
 from sidecar.agent.loop import begin_turn, run_turn
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.tools import system_prompt
@@ -83,6 +85,7 @@ class SessionRuntime:
         self.backend = record.backend
         self.status = record.status
         self.limits = deps.limits
+        self.terminal = Terminal()  # fresh per generation: PTY descriptors are never persisted
         self.token = secrets.token_urlsafe(32)
         self.events = EventStream()
         self.events.add_sink(lambda event: deps.on_event(self.session_id, event))
@@ -309,6 +312,19 @@ class SessionRuntime:
 
     def publish(self, type_: str, data: dict[str, Any]) -> None:
         self.events.publish(type_, data)
+
+    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
+        if self.backend == "pty":
+            return await run_command_pty(command, self.cwd, self.limits, self.terminal, on_output)
+        return await run_command(command, self.cwd, self.limits, on_output)
+
+    def resize(self, rows: int, cols: int) -> dict[str, int]:
+        """The terminal size for this session's commands; running PTYs follow at once."""
+        for name, value in (("rows", rows), ("cols", cols)):
+            if type(value) is not int or not 1 <= value <= 1000:
+                raise InvalidInput(name, "must be an integer from 1 to 1000")
+        self.terminal.resize(rows, cols)
+        return {"rows": rows, "cols": cols}
 
     # ---- ListenerTarget ------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ def build_summary(
         status=record.status.value,  # type: ignore[arg-type]
         mode=record.mode,  # type: ignore[arg-type]
         backend=record.backend,  # type: ignore[arg-type]
-        effective_backend="pipe",
+        effective_backend=record.backend,  # type: ignore[arg-type]
         generation=record.generation,
         live=live,
         message_count=record.message_count,

@@ -40,9 +40,7 @@ async def test_create_separates_record_from_runtime(
     assert summary["status"] == "idle"
     assert summary["generation"] == 1 and summary["live"] is True
     assert (summary["mode"], summary["backend"], summary["title"]) == ("plan", "pty", "First")
-    assert (
-        summary["effectiveBackend"] == "pipe"
-    )  # pty is stored; runs as pipe until its backend lands
+    assert summary["effectiveBackend"] == "pty"
     assert summary["http"]["url"].startswith("http://127.0.0.1:") and summary["http"]["token"]
     assert sidecar.states(sid)[:2] == ["creating", "idle"]
     assert await http_status(summary) == 200

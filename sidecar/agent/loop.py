@@ -9,10 +9,11 @@ request and stops a running command's process group (see backends/pipe.py).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sidecar import events
-from sidecar.agent.backends.pipe import CommandLimits, CommandResult, run_command
+from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.providers.base import Provider, ToolCall
 from sidecar.agent.tools import parse_bash_arguments, tools_for_mode
 from sidecar.agent.turn import TurnOutcome
@@ -36,6 +37,9 @@ class TurnHost(Protocol):
         """System prompt plus the transcript, in Chat Completions form."""
 
     def publish(self, type_: str, data: dict[str, Any]) -> None: ...
+
+    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
+        """Run one command on the session's backend (pipe or pty)."""
 
 
 def format_tool_result(result: CommandResult, limits: CommandLimits) -> str:
@@ -103,10 +107,8 @@ async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
     )
     host.publish(events.TOOL_CALL_UPDATE, {**base, "status": "in_progress"})
     try:
-        result = await run_command(
+        result = await host.execute(
             command,
-            host.cwd,
-            host.limits,
             lambda chunk: host.publish(events.TOOL_CALL_UPDATE, {**base, "output": chunk}),
         )
     except asyncio.CancelledError:

@@ -1,0 +1,135 @@
+"""Process groups: the unit a command's processes are stopped in, in stages.
+
+Every command runs as the leader of a fresh session and process group, so one
+signal to the group reaches its background children and grandchildren too.
+Stopping is staged and every stage is bounded: SIGINT (what Ctrl-C sends; a
+cooperative stop) -> `interrupt_grace` -> SIGTERM -> `kill_grace` -> SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CommandLimits:
+    timeout: float = 600.0  # seconds a command may run
+    output_cap: int = 64 * 1024  # bytes of output kept for the model and the transcript
+    interrupt_grace: float = 0.5  # seconds between SIGINT and SIGTERM
+    kill_grace: float = 2.0  # seconds between SIGTERM and SIGKILL
+    drain_grace: float = 0.2  # after exit, how long leftover writers may keep output open
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    exit_code: int | None  # None when the command was stopped by us
+    output: str  # for the model: capped (and, from a PTY, without ANSI sequences)
+    truncated: bool
+    timed_out: bool
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process is left in the group.
+
+    killpg(pgid, 0) alone is not enough: where PID 1 does not reap (containers,
+    micro-VMs), dead grandchildren stay zombies and would look alive forever.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True  # no procfs: trust killpg
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        # Fields after the parenthesised command: state, ppid, pgrp, ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+async def process_exited(pid: int) -> None:
+    """Return once `pid` has exited, without reaping it (its owner may reap it).
+
+    Needed because asyncio (3.11) finishes `Process.wait()` only after the child's
+    pipes close, and a background grandchild can hold them open forever.
+    """
+    loop = asyncio.get_running_loop()
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # already gone (and reaped)
+    except (AttributeError, OSError):
+        pidfd = -1
+    if pidfd >= 0:
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_reader(pidfd, readable)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+        return
+    while True:  # no pidfd (old kernel, not Linux): poll without reaping
+        try:
+            flags = os.WEXITED | os.WNOHANG | os.WNOWAIT  # WNOHANG: never blocks
+            if os.waitid(os.P_PID, pid, flags) is not None:  # noqa: ASYNC222
+                return
+        except ChildProcessError:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _wait_group_gone(pgid: int, seconds: float) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while group_alive(pgid):
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def stop_group(
+    pgid: int, limits: CommandLimits, reap: Callable[[], Awaitable[object]]
+) -> None:
+    """Staged stop of the whole group, then reap the leader. Never leaves the group behind,
+    even when this wind-down is itself cancelled."""
+    try:
+        for sig, grace in (
+            (signal.SIGINT, limits.interrupt_grace),
+            (signal.SIGTERM, limits.kill_grace),
+        ):
+            signal_group(pgid, sig)
+            if await _wait_group_gone(pgid, grace):
+                break
+    finally:
+        if group_alive(pgid):
+            signal_group(pgid, signal.SIGKILL)
+    await reap()
