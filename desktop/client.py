@@ -73,6 +73,9 @@ class SidecarClient:
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, **(env or {})},
             limit=MAX_MESSAGE_BYTES,
+            # Its own session: a Ctrl-C meant for the UI must not reach the sidecar, which
+            # treats SIGINT as "close every session and exit".
+            start_new_session=True,
         )
         return cls(process)
 
@@ -120,6 +123,8 @@ class SidecarClient:
         except (ValueError, asyncio.LimitOverrunError):
             log.exception("sidecar sent a line over the size limit")
         finally:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.process.wait(), 2.0)
             gone = SidecarGone(f"sidecar exited (code {self.process.returncode})")
             for future in self._pending.values():
                 if not future.done():
