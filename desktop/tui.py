@@ -1,0 +1,381 @@
+"""A terminal client over the same SidecarHost as the window, for people without a display.
+
+stdin is read by a daemon thread with plain `os.read`: the same on a pipe and a pty (tmux),
+the shared terminal is never made non-blocking, no reader lock can stall exit. Turns run as
+tasks, so `/cancel` works mid-turn. Views are asked of the sidecar, never cached here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+from desktop.client import RpcError
+from desktop.host import SidecarHost
+
+HELP = """/sessions              all sessions; * marks the current one
+/new [mode] [backend]  a session in this directory (craft|plan|ask, pipe|pty); becomes current
+/switch ID             make ID current (a unique prefix will do); shows its last messages
+/close [ID]  /resume [ID]  /forget ID   close (record kept), start again, delete (closed only)
+/mode M  /cancel       set the current session's mode; stop its running turn (Ctrl-C too)
+quit                   close live sessions (records kept) and leave; Ctrl-D too
+anything else (unknown /words included) is a prompt to the current session"""
+TAIL = 6
+QUIT_WORDS = {"quit", "/quit", "exit"}
+EOF, QUIT_NOW = "\x00eof", "\x00quit"
+
+
+class UsageError(Exception):
+    """A command was typed wrong; printed as `error: ...`, never sent to the sidecar."""
+
+
+def read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str]) -> None:
+    """Blocking line reader for a daemon thread; EOF (or a read error) queues EOF."""
+
+    def put(item: str) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is already closed: we are exiting
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    pending = b""
+    while True:
+        try:
+            chunk = os.read(0, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:  # EOF: a last line without its newline still counts
+            for item in ([pending.decode("utf-8", "replace")] if pending else []) + [EOF]:
+                put(item)
+            return
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            put(line.decode("utf-8", "replace").rstrip("\r"))
+
+
+class Tui:
+    def __init__(self, sidecar_args: list[str]) -> None:
+        self.host = SidecarHost(sidecar_args)
+        self.current: str | None = None
+        self.turns: dict[asyncio.Task[None], str] = {}
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.interactive = os.isatty(0)
+        self.col = "start"  # where the cursor is: "start" of a line, after a "prompt", mid-"stream"
+        self.quitting = False
+        self.exit_code = 0
+        self._prompt_due = False
+        self.handling = False  # a command is printing: no prompt in the middle of its output
+
+    # ---- output: async events may arrive at any time, so keep lines from running together ----
+
+    def _write(self, text: str) -> None:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):  # nobody reads us any more: leave cleanly
+            self.queue.put_nowait(QUIT_NOW)
+
+    def say(self, line: str) -> None:
+        """A whole line, on a line of its own."""
+        self._write(("\n" if self.col != "start" else "") + line + "\n")
+        self.col = "start"
+        self.schedule_prompt()
+
+    def stream(self, text: str) -> None:
+        """Streamed text (agent chunks, command output), appended as it arrives."""
+        if not text:
+            return
+        self._write(("\n" if self.col == "prompt" else "") + text)
+        self.col = "start" if text.endswith("\n") else "stream"
+
+    def running(self, session_id: str | None) -> bool:
+        return session_id is not None and session_id in self.turns.values()
+
+    def schedule_prompt(self) -> None:
+        """Show the prompt once things settle; never in the middle of the current turn."""
+        if self.interactive and not self._prompt_due:
+            self._prompt_due = True
+            asyncio.get_running_loop().call_soon(self._show_prompt)
+
+    def _show_prompt(self) -> None:
+        self._prompt_due = False
+        if self.quitting or self.handling or self.col == "prompt" or self.running(self.current):
+            return
+        label = self.current[:9] if self.current else ""
+        self._write(("\n" if self.col == "stream" else "") + f"{label}> ")
+        self.col = "prompt"
+
+    # ---- sidecar events ----
+
+    def on_notification(self, method: str, params: dict[str, Any]) -> None:
+        if self.quitting or params.get("sessionId") != self.current:
+            return
+        if method == "_session/state":
+            error = f": {params['lastError']}" if params.get("status") == "error" else ""
+            self.say(f"[{params.get('status')}, gen {params.get('generation')}{error}]")
+        elif method == "session/update":
+            self.show_update(params.get("update") or {})
+
+    def show_update(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            self.stream(str((update.get("content") or {}).get("text") or ""))
+        elif kind == "tool_call":
+            self.say(f"$ {(update.get('rawInput') or {}).get('command') or update.get('title')}")
+        elif kind == "tool_call_update":
+            output = (update.get("_meta") or {}).get("output")
+            raw = update.get("rawOutput")
+            if output:
+                self.stream(str(output))
+            elif isinstance(raw, dict):
+                code = raw.get("exitCode")
+                self.say("[cancelled]" if raw.get("cancelled") else f"[exit {code}]")
+
+    def on_host_event(self, kind: str, data: dict[str, Any]) -> None:
+        if self.quitting:
+            return
+        if kind == "sidecar_exited":
+            self.say(f"sidecar exited (code {data.get('code')}); restarting it")
+        elif kind == "sidecar_restarted":
+            pid = data.get("pid")
+            self.say(f"sidecar restarted (pid {pid}): live sessions are now closed and resumable")
+        elif kind == "sidecar_failed":
+            self.say(f"error: the sidecar cannot be restarted ({data.get('reason')}); quitting")
+            self.exit_code = 1
+            self.queue.put_nowait(QUIT_NOW)
+
+    # ---- commands ----
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        sessions: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = await self.host.request("session/list", {"cursor": cursor} if cursor else {})
+            sessions += [entry["_meta"] for entry in page.get("sessions", [])]
+            if not (cursor := page.get("nextCursor")):
+                return sessions
+
+    async def resolve(self, arg: str, *, default_current: bool = False) -> dict[str, Any]:
+        """The summary of the session `arg` names: a full id or a unique prefix (with or
+        without `sess_`); no argument means the current session when that makes sense."""
+        if not arg:
+            if not default_current:
+                raise UsageError("give a session id (see /sessions)")
+            if self.current is None:
+                raise UsageError("no current session; /new creates one, /switch ID picks one")
+            arg = self.current
+        by_id = {s["sessionId"]: s for s in await self.list_sessions()}
+        found = [arg] if arg in by_id else [i for i in by_id if i.startswith((arg, "sess_" + arg))]
+        if not found:
+            raise UsageError(f"no session matches '{arg}' (see /sessions)")
+        if len(found) > 1:
+            raise UsageError(f"'{arg}' matches {len(found)} sessions; type more of the id")
+        return by_id[found[0]]
+
+    async def cmd_sessions(self, arg: str) -> None:
+        sessions = await self.list_sessions()
+        if not sessions:
+            self.say("no sessions yet; /new creates one")
+            return
+        row = "{} {:<37} {:<8} {:>3}  {:<5} {:<7} {:<20} {}{}".format
+        self.say(row(" ", "ID", "STATUS", "GEN", "MODE", "BACKEND", "TITLE", "CWD", ""))
+        for s in sessions:
+            mark = "*" if s["sessionId"] == self.current else " "
+            note = "  [interrupted]" if s.get("interrupted") else ""
+            fields = [s[k] for k in ("sessionId", "status", "generation", "mode", "backend")]
+            self.say(row(mark, *fields, s["title"][:20], s["cwd"], note))
+
+    async def cmd_new(self, arg: str) -> None:
+        words = arg.split()
+        if len(words) > 2:
+            raise UsageError("usage: /new [mode] [backend]")
+        meta = dict(zip(("mode", "backend"), words, strict=False))
+        params = {"cwd": os.getcwd(), "mcpServers": [], "_meta": meta}
+        s = (await self.host.request("session/new", params))["_meta"]
+        self.current = s["sessionId"]
+        self.say(f"created {self.current} ({describe_summary(s)}, backend {s['backend']})")
+
+    async def cmd_switch(self, arg: str) -> None:
+        s = await self.resolve(arg)
+        sid = self.current = s["sessionId"]
+        hint = "" if s.get("live") else "; not live: /resume to continue it"
+        self.say(f"switched to {sid} ({describe_summary(s)}{hint})")
+        offset = max(0, s["messageCount"] - TAIL)
+        params = {"sessionId": sid, "offset": offset, "limit": TAIL}
+        if offset:
+            self.say(f"... {offset} earlier message(s)")
+        for message in (await self.host.request("_session/messages", params))["messages"]:
+            self.show_message(message)
+
+    def show_message(self, message: dict[str, Any]) -> None:
+        role, content = message.get("role"), str(message.get("content") or "").rstrip()
+        if role == "user":
+            self.say(f"you: {content}")
+        elif role == "assistant":
+            if content:
+                self.say(f"agent: {content}")
+            for call in message.get("tool_calls") or []:
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    self.say(f"$ {json.loads(call['function']['arguments'])['command']}")
+        elif role == "tool":
+            lines = content.splitlines()
+            self.say("tool: " + "\n".join(lines[:8] + (["..."] if len(lines) > 8 else [])))
+        elif message.get("kind"):
+            self.say(f"[{message['kind']}]")
+        elif content:
+            self.say(f"[{role}] {content}")
+
+    async def cmd_close(self, arg: str) -> None:
+        sid = (await self.resolve(arg, default_current=True))["sessionId"]
+        s = (await self.host.request("session/close", {"sessionId": sid}))["_meta"]
+        self.say(f"closed {sid} ({describe_summary(s)}); the record is kept")
+
+    async def cmd_resume(self, arg: str) -> None:
+        found = await self.resolve(arg, default_current=True)
+        sid = found["sessionId"]
+        params = {"sessionId": sid, "cwd": found["cwd"], "mcpServers": []}
+        s = (await self.host.request("session/resume", params))["_meta"]
+        self.current = sid
+        self.say(f"resumed {sid} ({describe_summary(s)})")
+
+    async def cmd_forget(self, arg: str) -> None:
+        sid = (await self.resolve(arg))["sessionId"]
+        await self.host.request("session/delete", {"sessionId": sid})
+        if self.current == sid:
+            self.current = None
+        self.say(f"forgot {sid}")
+
+    async def cmd_mode(self, arg: str) -> None:
+        if not arg or self.current is None:
+            raise UsageError("usage: /mode craft|plan|ask, on a current session")
+        await self.host.request("session/set_mode", {"sessionId": self.current, "modeId": arg})
+        self.say(f"mode set to {arg}")
+
+    async def cmd_cancel(self, arg: str) -> None:
+        sid = (await self.resolve(arg, default_current=True))["sessionId"]
+        result = await self.host.request("session/cancel", {"sessionId": sid})
+        if not (isinstance(result, dict) and result.get("cancelled")):
+            self.say("nothing to cancel")
+
+    async def cmd_help(self, arg: str) -> None:
+        self.say(HELP)
+
+    # ---- turns and the input loop ----
+
+    def send_prompt(self, text: str) -> None:
+        if self.current is None:
+            self.say("no current session: /new creates one, /switch ID picks one")
+            return
+        task = asyncio.create_task(self.turn(self.current, text))
+        self.turns[task] = self.current
+
+    async def turn(self, sid: str, text: str) -> None:
+        """One prompt; its stream is printed by on_notification, its end here."""
+        params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        try:
+            result = await self.host.request("session/prompt", params)
+        except (RpcError, ConnectionError, TimeoutError) as exc:
+            if not self.quitting:
+                self.say(f"error: {describe(exc)}")
+            return
+        finally:
+            self.turns.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            self.schedule_prompt()
+        stop = result.get("stopReason")
+        if self.quitting:
+            return
+        if sid != self.current:
+            self.say(f"[{sid[:9]}: turn ended: {stop}]")
+        elif stop != "end_turn":
+            self.say(f"[turn ended: {stop}]")
+        elif self.col == "stream":
+            self.stream("\n")
+
+    async def handle(self, line: str) -> None:
+        word, _, arg = line.strip().partition(" ")
+        command = getattr(self, "cmd_" + word[1:], None) if word.startswith("/") else None
+        if command is None:
+            self.send_prompt(line.strip())
+            return
+        self.handling = True
+        try:
+            await command(arg.strip())
+        except (UsageError, RpcError, ConnectionError, TimeoutError) as exc:
+            self.say(f"error: {describe(exc)}")
+        finally:
+            self.handling = False
+
+    def on_sigint(self) -> None:
+        """Ctrl-C cancels the current turn instead of killing the client."""
+        if self.running(self.current):
+            self.say("[cancelling]")
+            asyncio.ensure_future(self.handle("/cancel"))
+        else:
+            self.say("(quit or Ctrl-D leaves)")
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        self.host.on_notification(self.on_notification)
+        self.host.on_host_event(self.on_host_event)
+        try:
+            await self.host.start()
+        except (OSError, ConnectionError, RpcError) as exc:
+            client = self.host.client
+            code = await client.close(timeout=5) if client else None  # and read all its stderr
+            tail = "\n".join(list(client.stderr_tail)[-10:]) if client else ""
+            why = exc if code is None else f"exit code {code}"
+            print(f"error: the sidecar did not start ({why})\n{tail}", file=sys.stderr)
+            await self.host.shutdown()
+            return 1
+        loop.add_signal_handler(signal.SIGINT, self.on_sigint)
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, self.queue.put_nowait, QUIT_NOW)
+        threading.Thread(target=read_stdin, args=(loop, self.queue), daemon=True).start()
+        self.say(f"sidecar ready (pid {self.host.pid}); /help lists commands")
+        try:
+            while (line := await self.queue.get()) not in (EOF, QUIT_NOW):
+                if self.interactive:
+                    self.col = "start"  # the terminal echoed the user's Enter
+                if line.strip() in QUIT_WORDS:
+                    break
+                if line.strip():
+                    await self.handle(line)
+                self.schedule_prompt()
+            if line == EOF and self.turns:
+                self.say("end of input: waiting for the running turn (Ctrl-C cancels it)")
+                await asyncio.gather(*self.turns, return_exceptions=True)
+        finally:
+            self.quitting = True
+            await self.host.shutdown()
+            for task in list(self.turns):
+                task.cancel()
+            await asyncio.gather(*self.turns, return_exceptions=True)
+        self._write(("\n" if self.col != "start" else "") + "bye\n")
+        return self.exit_code
+
+
+def describe_summary(s: dict[str, Any]) -> str:
+    return f"{s['status']}, gen {s['generation']}, mode {s['mode']}"
+
+
+def describe(exc: BaseException) -> str:
+    """The sidecar's own message for its refusals; a TimeoutError has none."""
+    return exc.message if isinstance(exc, RpcError) else str(exc) or "the sidecar is not answering"
+
+
+def main(sidecar_args: list[str]) -> int:
+    """`python -m desktop --tui` / `repl`: sidecar options (--data-dir, --provider, ...) pass through."""
+    logging.getLogger("desktop.host").setLevel(logging.CRITICAL)  # its events are shown instead
+    try:
+        return asyncio.run(Tui(list(sidecar_args)).run())
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
