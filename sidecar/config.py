@@ -17,6 +17,7 @@ from sidecar.store.base import SessionStore
 
 APP_NAME = "acp-session-host"
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="where the session store lives (env SIDECAR_DATA_DIR; default: the user data dir)",
     )
     parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
-    parser.add_argument("--provider", choices=("offline", "openai"), default="offline")
+    parser.add_argument("--provider", choices=("offline", "openai", "anthropic"), default="offline")
     parser.add_argument("--model", default=None, help="model name for the provider")
     parser.add_argument(
-        "--base-url", default=None, help="OpenAI-compatible server URL (or env OPENAI_BASE_URL)"
+        "--base-url",
+        default=None,
+        help="provider server URL (or env OPENAI_BASE_URL / ANTHROPIC_BASE_URL)",
     )
     parser.add_argument("--tool-timeout", type=float, default=600.0, help="seconds per command")
     parser.add_argument(
@@ -94,6 +97,8 @@ def open_store(config: Config) -> SessionStore:
 def model_name(config: Config) -> str:
     if config.provider == "openai":
         return config.model or DEFAULT_OPENAI_MODEL
+    if config.provider == "anthropic":
+        return config.model or DEFAULT_ANTHROPIC_MODEL
     return config.model or "offline-echo"
 
 
@@ -109,6 +114,15 @@ def provider_factory(config: Config) -> Callable[[SessionRecord], Provider]:
             )
 
         return make_openai
+    if config.provider == "anthropic":
+        from sidecar.agent.providers.anthropic_provider import AnthropicProvider
+
+        def make_anthropic(record: SessionRecord) -> Provider:
+            return AnthropicProvider(
+                model=record.model or model_name(config), base_url=config.base_url
+            )
+
+        return make_anthropic
     from sidecar.agent.providers.offline import OfflineProvider
 
     def make_offline(record: SessionRecord) -> Provider:
