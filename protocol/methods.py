@@ -24,6 +24,7 @@ class Method:
     SESSION_CLOSE: Final = AGENT_METHODS["session_close"]
     SESSION_DELETE: Final = AGENT_METHODS["session_delete"]
     SESSION_LIST: Final = AGENT_METHODS["session_list"]
+    SESSION_FORK: Final = AGENT_METHODS["session_fork"]
     SESSION_PROMPT: Final = AGENT_METHODS["session_prompt"]
     SESSION_CANCEL: Final = AGENT_METHODS["session_cancel"]
     SESSION_SET_MODE: Final = AGENT_METHODS["session_set_mode"]
@@ -47,6 +48,7 @@ ACP_METHODS: Final[tuple[str, ...]] = (
     Method.SESSION_CLOSE,
     Method.SESSION_DELETE,
     Method.SESSION_LIST,
+    Method.SESSION_FORK,
     Method.SESSION_PROMPT,
     Method.SESSION_CANCEL,
     Method.SESSION_SET_MODE,

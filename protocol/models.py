@@ -62,6 +62,7 @@ class SessionSummary(WireModel):
     message_count: int
     last_error: str | None
     interrupted: bool
+    forked_from: str | None = None
     created_at: str
     updated_at: str
     http: HttpEndpoint | None

@@ -16,6 +16,7 @@ from acp.schema import (
     CancelNotification,
     CloseSessionRequest,
     DeleteSessionRequest,
+    ForkSessionRequest,
     Implementation,
     InitializeRequest,
     InitializeResponse,
@@ -28,6 +29,7 @@ from acp.schema import (
     SessionCapabilities,
     SessionCloseCapabilities,
     SessionDeleteCapabilities,
+    SessionForkCapabilities,
     SessionListCapabilities,
     SessionResumeCapabilities,
     SetSessionModeRequest,
@@ -115,6 +117,7 @@ class AcpHandlers:
             Method.SESSION_CLOSE: self.session_close,
             Method.SESSION_DELETE: self.session_delete,
             Method.SESSION_LIST: self.session_list,
+            Method.SESSION_FORK: self.session_fork,
             Method.SESSION_PROMPT: self.session_prompt,
             Method.SESSION_CANCEL: self.session_cancel,
             Method.SESSION_SET_MODE: self.session_set_mode,
@@ -139,6 +142,7 @@ class AcpHandlers:
                     delete=SessionDeleteCapabilities(),
                     resume=SessionResumeCapabilities(),
                     close=SessionCloseCapabilities(),
+                    fork=SessionForkCapabilities(),
                 ),
             ),
             agent_info=Implementation(
@@ -183,6 +187,11 @@ class AcpHandlers:
             offset += len(page)
             await asyncio.sleep(0)  # a long replay must not starve other requests
         return {"modes": _modes(summary), "_meta": summary}
+
+    async def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = ForkSessionRequest.model_validate({"mcpServers": [], **params})
+        summary = await self.manager.fork(request.session_id, request.cwd)
+        return {"sessionId": summary["sessionId"], "modes": _modes(summary), "_meta": summary}
 
     async def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
         request = CloseSessionRequest.model_validate(params)

@@ -184,6 +184,35 @@ class SessionManager:
         self._deps.on_event(record.session_id, self._state_event(record))
         return record
 
+    async def fork(self, session_id: str, cwd: Any) -> dict[str, Any]:
+        """A new session (new id, generation 1) with a copy of the transcript so far; of a
+        running session, up to its last completed turn."""
+        self._refuse_if_shutting_down()
+        source = self._store.get(session_id)
+        validate_new(cwd, source.mode, source.backend, source.title)
+        upto = source.message_count
+        runtime = self._runtimes.get(session_id)
+        if runtime is not None and runtime.turn_start_index is not None:
+            upto = runtime.turn_start_index
+        keeps_summary = source.summary_index is not None and source.summary_index < upto
+        created = now()
+        record = SessionRecord(
+            session_id=f"sess_{uuid.uuid4().hex}",
+            cwd=os.path.normpath(cwd),  # noqa: ASYNC240 (pure string operation)
+            title=f"{source.title} (fork)"[:200],
+            mode=source.mode,
+            backend=source.backend,
+            status=SessionState.CREATING,
+            generation=1,
+            created_at=created,
+            updated_at=created,
+            model=source.model,
+            forked_from=session_id,
+            context_from=source.context_from if keeps_summary else 0,
+            summary_index=source.summary_index if keeps_summary else None,
+        )
+        return await self._start(self._store.fork(session_id, record, upto))
+
     async def forget(self, session_id: str) -> None:
         if session_id in self._runtimes:
             raise RuntimeLive(session_id, "delete")

@@ -68,6 +68,14 @@ class SessionRecord:
     last_error: str | None = None
     interrupted: bool = False
     message_count: int = 0
+    forked_from: str | None = None
+    # Compaction: the provider context is the summary at `summary_index` (a marker message)
+    # followed by the messages from `context_from` on. The transcript itself stays whole.
+    context_from: int = 0
+    summary_index: int | None = None
+    # Lease: which live sidecar process runs this session now, and until when (renewed).
+    lease_owner: str | None = None
+    lease_expires: float | None = None
 
     def replace(self, **changes: Any) -> SessionRecord:
         return dataclasses.replace(self, **changes)
@@ -75,5 +83,14 @@ class SessionRecord:
 
 # Fields a runtime or the manager may change through `SessionStore.update`.
 UPDATABLE_FIELDS: Final[frozenset[str]] = frozenset(
-    {"status", "last_error", "interrupted", "mode", "title", "model"}
+    {
+        "status",
+        "last_error",
+        "interrupted",
+        "mode",
+        "title",
+        "model",
+        "context_from",
+        "summary_index",
+    }
 )

@@ -97,6 +97,8 @@ class SessionRuntime:
         self._turn: asyncio.Task[TurnOutcome] | None = None
         self._context: list[dict[str, Any]] | None = None
         self._close_task: asyncio.Task[None] | None = None
+        # Transcript length when the running turn began: a fork snapshots up to here.
+        self.turn_start_index: int | None = None
         self.superseded = False
 
     # ---- state -------------------------------------------------------------------------
@@ -221,7 +223,8 @@ class SessionRuntime:
             raise InvalidState(
                 f"session {self.session_id} is {self.status.value}: a turn starts only from idle"
             )
-        self._transition(SessionState.RUNNING, interrupted=False)
+        started = self._transition(SessionState.RUNNING, interrupted=False)
+        self.turn_start_index = started.message_count
         try:
             begin_turn(self, text, origin)
         except Exception:
@@ -264,6 +267,7 @@ class SessionRuntime:
             raise
         finally:
             self._turn = None
+            self.turn_start_index = None
         self._end_turn_state(SessionState.IDLE)
         self.events.publish(events.TURN_END, {"stopReason": outcome.stop_reason})
         return outcome

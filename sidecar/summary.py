@@ -36,6 +36,7 @@ def build_summary(
         message_count=record.message_count,
         last_error=record.last_error,
         interrupted=record.interrupted,
+        forked_from=record.forked_from,
         created_at=iso(record.created_at),
         updated_at=iso(record.updated_at),
         http=http,

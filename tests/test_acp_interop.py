@@ -536,11 +536,13 @@ async def test_sidecar_errors_surface_as_request_error(acp_run: AcpRun, workspac
     assert bad_mode.value.code == ErrorCode.INVALID_PARAMS
     assert bad_mode.value.data is not None and bad_mode.value.data["field"] == "_meta.mode"
 
-    with pytest.raises(RequestError) as unsupported:
+    with pytest.raises(RequestError) as unknown_fork:
         await acp_run.call(acp_run.conn.fork_session(session_id="sess_x", cwd=str(workspace)))
-    assert unsupported.value.code == ErrorCode.METHOD_NOT_FOUND
+    assert unknown_fork.value.code == ErrorCode.SESSION_NOT_FOUND
 
     sid = (await acp_run.new_session(workspace)).session_id
+    forked = await acp_run.call(acp_run.conn.fork_session(session_id=sid, cwd=str(workspace)))
+    assert forked.session_id != sid and forked.field_meta["forkedFrom"] == sid
     with pytest.raises(RequestError) as failed:
         await acp_run.prompt(sid, "/fail the model is down")
     assert failed.value.code == ErrorCode.PROVIDER_ERROR

@@ -384,3 +384,29 @@ def test_transcript_reads_back_equal_in_order(
         read += page
     assert read == messages
     assert store.get(record.session_id).message_count == len(messages)
+
+
+# --- fork ------------------------------------------------------------------------------
+
+
+def test_fork_copies_the_transcript_up_to_a_point(store) -> None:
+    store.insert(make_record("src"))
+    for n in range(5):
+        store.append_message("src", 1, {"role": "user", "content": f"m{n}"})
+    forked = store.fork("src", make_record("copy").replace(forked_from="src"), 3)
+    assert forked.message_count == 3 and forked.forked_from == "src"
+    assert store.get("copy") == forked
+    assert [m["content"] for m in store.messages("copy")] == ["m0", "m1", "m2"]
+    # Independent afterwards: appending to one does not touch the other.
+    store.append_message("copy", 1, {"role": "user", "content": "only in copy"})
+    assert store.get("src").message_count == 5
+    assert [m["content"] for m in store.messages("src")][-1] == "m4"
+
+
+def test_fork_of_unknown_source_or_existing_id_is_refused(store) -> None:
+    store.insert(make_record("src"))
+    with pytest.raises(SessionNotFound):
+        store.fork("missing", make_record("new"), 0)
+    with pytest.raises(StoreError):
+        store.fork("src", make_record("src"), 0)
+    assert [r.session_id for r in store.list_page()[0]] == ["src"]

@@ -198,7 +198,41 @@ def test_version_zero_db_is_migrated(db: Path) -> None:
     s = SqliteSessionStore(db)
     s.insert(record())
     s.close()
-    assert versions(db) == [migrations.latest()]
+    assert versions(db) == [v for v, _ in migrations.MIGRATIONS]
+
+
+def test_v1_database_migrates_to_current_keeping_sessions(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:1])
+        SqliteSessionStore(db).close()
+    assert versions(db) == [1]
+    conn = sqlite3.connect(db)  # rows as a v1 sidecar wrote them
+    with conn:
+        conn.execute(
+            "INSERT INTO sessions (id, cwd, title, mode, backend, status, generation,"
+            " created_at, updated_at, message_count) VALUES"
+            " ('from-v1', '/w', 't', 'craft', 'pipe', 'closed', 1, 1.0, 1.0, 1)"
+        )
+        conn.execute(
+            "INSERT INTO messages VALUES ((SELECT seq FROM sessions WHERE id = 'from-v1'), 0, ?)",
+            ('{"role": "user", "content": "hi"}',),
+        )
+    conn.close()
+    new = SqliteSessionStore(db)
+    try:
+        migrated = new.get("from-v1")
+        assert (migrated.forked_from, migrated.context_from, migrated.summary_index) == (
+            None,
+            0,
+            None,
+        )
+        assert migrated.lease_owner is None and migrated.message_count == 1
+        assert new.messages("from-v1") == [{"role": "user", "content": "hi"}]
+    finally:
+        new.close()
+    assert versions(db) == [v for v, _ in migrations.MIGRATIONS]
 
 
 def test_forward_migration_keeps_data(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,7 +244,8 @@ def test_forward_migration_keeps_data(db: Path, monkeypatch: pytest.MonkeyPatch)
         ALTER TABLE sessions ADD COLUMN note TEXT;
         CREATE INDEX sessions_note ON sessions (note);
     """
-    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, (2, step2)))
+    nxt = migrations.latest() + 1
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, (nxt, step2)))
     new = SqliteSessionStore(db)
     try:
         assert new.get("kept").session_id == "kept"
@@ -219,7 +254,7 @@ def test_forward_migration_keeps_data(db: Path, monkeypatch: pytest.MonkeyPatch)
         assert "note" in columns
     finally:
         new.close()
-    assert versions(db) == [1, 2]
+    assert versions(db) == [*range(1, nxt + 1)]
 
 
 def test_failed_migration_leaves_previous_version(
@@ -227,10 +262,12 @@ def test_failed_migration_leaves_previous_version(
 ) -> None:
     SqliteSessionStore(db).close()
     broken = "CREATE TABLE half (x); INSERT INTO no_such_table VALUES (1)"
-    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, (2, broken)))
+    before = versions(db)
+    nxt = migrations.latest() + 1
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, (nxt, broken)))
     with pytest.raises(StoreError, match="no_such_table"):
         SqliteSessionStore(db)
-    assert versions(db) == [1]
+    assert versions(db) == before
     conn = sqlite3.connect(db)
     try:  # the step's first statement was rolled back with the rest
         names = [n for (n,) in conn.execute("SELECT name FROM sqlite_master")]

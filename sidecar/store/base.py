@@ -52,6 +52,11 @@ class SessionStore(Protocol):
     def messages(self, session_id: str, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """A page of the transcript in order. Raises SessionNotFound."""
 
+    def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+        """Insert `record` (a new id, message_count 0) with a copy of the source's first
+        `upto` messages, in one transaction. Returns the stored record. Raises
+        SessionNotFound for the source, StoreError if the new id exists."""
+
     def delete(self, session_id: str) -> None:
         """Remove record and transcript in one transaction. Raises SessionNotFound."""
 

@@ -120,6 +120,19 @@ class MemorySessionStore:
             self._get(session_id)
             return copy.deepcopy(self._transcripts[session_id][offset : offset + limit])
 
+    def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+        with self._lock:
+            self._get(source_id)
+            if record.session_id in self._records:
+                raise StoreError(f"session {record.session_id} already exists")
+            copied = copy.deepcopy(self._transcripts[source_id][: max(upto, 0)])
+            stored = record.replace(message_count=len(copied))
+            self._records[stored.session_id] = stored
+            self._seq[stored.session_id] = self._next_seq
+            self._next_seq += 1
+            self._transcripts[stored.session_id] = copied
+            return stored
+
     def delete(self, session_id: str) -> None:
         with self._lock:
             self._get(session_id)

@@ -61,7 +61,17 @@ CREATE TABLE messages (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1),)
+# v2: fork ancestry, compaction pointers, and the lease of the process running a session.
+_V2: Final = """
+ALTER TABLE sessions ADD COLUMN forked_from TEXT;
+ALTER TABLE sessions ADD COLUMN context_from INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN summary_index INTEGER;
+ALTER TABLE sessions ADD COLUMN lease_owner TEXT;
+ALTER TABLE sessions ADD COLUMN lease_expires REAL;
+CREATE INDEX sessions_lease_owner ON sessions (lease_owner);
+"""
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2))
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -33,6 +33,7 @@ from sidecar.store.base import INTERRUPTED_MARKER
 _FIELDS: Final = (
     "session_id", "cwd", "title", "mode", "backend", "status", "generation",
     "created_at", "updated_at", "model", "last_error", "interrupted", "message_count",
+    "forked_from", "context_from", "summary_index", "lease_owner", "lease_expires",
 )  # fmt: skip
 _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
@@ -280,6 +281,30 @@ class SqliteSessionStore:
         if not rows:
             raise SessionNotFound(session_id)
         return [json.loads(body) for (body,) in rows if body is not None]
+
+    def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+        if record.message_count != 0:
+            raise ValueError("a new session record must have message_count 0")
+        with self._write():
+            source_seq, source = self._row(source_id)
+            count = max(0, min(upto, source.message_count))
+            stored = record.replace(message_count=count)
+            exists = self._conn.execute(
+                "SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)
+            ).fetchone()
+            if exists:
+                raise StoreError(f"session {record.session_id} already exists")
+            cursor = self._conn.execute(
+                f"INSERT INTO sessions ({_INSERT_COLUMNS})"
+                f" VALUES ({', '.join('?' * len(_FIELDS))})",
+                [_column_value(getattr(stored, name)) for name in _FIELDS],
+            )
+            self._conn.execute(
+                "INSERT INTO messages (session_seq, idx, body)"
+                " SELECT ?, idx, body FROM messages WHERE session_seq = ? AND idx < ?",
+                (cursor.lastrowid, source_seq, count),
+            )
+            return stored
 
     def delete(self, session_id: str) -> None:
         with self._write():
