@@ -19,6 +19,7 @@ from protocol.models import (
     MODES,
     STATUSES,
     Backend,
+    CompactParams,
     HttpEndpoint,
     MessagesParams,
     MessagesResult,
@@ -35,6 +36,7 @@ from protocol.models import (
 __all__ = [
     "ACP_METHODS",
     "BACKENDS",
+    "CompactParams",
     "EXTENSION_METHODS",
     "EXTENSION_NOTIFICATIONS",
     "MAX_MESSAGE_BYTES",

@@ -35,6 +35,7 @@ class Method:
     STATUS: Final = "_session/status"
     MESSAGES: Final = "_session/messages"
     RESIZE: Final = "_session/resize"
+    COMPACT: Final = "_session/compact"
     SHUTDOWN: Final = "_sidecar/shutdown"
     # extension notification (agent -> client)
     STATE: Final = "_session/state"
@@ -57,6 +58,7 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.STATUS,
     Method.MESSAGES,
     Method.RESIZE,
+    Method.COMPACT,
     Method.SHUTDOWN,
 )
 EXTENSION_NOTIFICATIONS: Final[tuple[str, ...]] = (Method.STATE,)

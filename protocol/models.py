@@ -100,6 +100,11 @@ class ResizeParams(StrictParams):
     cols: int = Field(ge=1, le=1000)
 
 
+class CompactParams(StrictParams):
+    session_id: str = Field(min_length=1, max_length=200)
+    keep_turns: int = Field(default=2, ge=0, le=1000)
+
+
 class MessagesResult(WireModel):
     messages: list[dict[str, Any]]
     total: int

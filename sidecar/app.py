@@ -44,6 +44,7 @@ async def run(config: Config) -> int:
         make_provider=provider_factory(config),
         limits=config.limits,
         on_event=on_event,
+        context_budget=config.context_budget,
     )
     manager = SessionManager(deps)
     manager.model_name = lambda: model_name(config)

@@ -28,6 +28,7 @@ class Config:
     model: str | None
     base_url: str | None
     limits: CommandLimits
+    context_budget: int
     log_level: str
 
 
@@ -54,6 +55,18 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "--tool-output-cap", type=int, default=64 * 1024, help="bytes of command output kept"
     )
     parser.add_argument(
+        "--tool-stream-cap",
+        type=int,
+        default=1024 * 1024,
+        help="bytes of command output streamed live to clients (events)",
+    )
+    parser.add_argument(
+        "--context-budget",
+        type=int,
+        default=400_000,
+        help="characters of provider context before older turns are compacted (0: never)",
+    )
+    parser.add_argument(
         "--interrupt-grace",
         type=float,
         default=0.5,
@@ -64,8 +77,10 @@ def parse_args(argv: list[str] | None = None) -> Config:
     )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
-    if args.tool_timeout <= 0 or args.tool_output_cap <= 0:
-        parser.error("--tool-timeout and --tool-output-cap must be positive")
+    if args.tool_timeout <= 0 or args.tool_output_cap <= 0 or args.tool_stream_cap <= 0:
+        parser.error("--tool-timeout, --tool-output-cap and --tool-stream-cap must be positive")
+    if args.context_budget < 0:
+        parser.error("--context-budget must be >= 0")
     if args.kill_grace < 0 or args.interrupt_grace < 0:
         parser.error("--interrupt-grace and --kill-grace must be >= 0")
     return Config(
@@ -77,9 +92,11 @@ def parse_args(argv: list[str] | None = None) -> Config:
         limits=CommandLimits(
             timeout=args.tool_timeout,
             output_cap=args.tool_output_cap,
+            stream_cap=args.tool_stream_cap,
             interrupt_grace=args.interrupt_grace,
             kill_grace=args.kill_grace,
         ),
+        context_budget=args.context_budget,
         log_level=args.log_level.upper(),
     )
 

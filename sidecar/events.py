@@ -23,6 +23,7 @@ TOOL_CALL = "tool_call"
 TOOL_CALL_UPDATE = "tool_call_update"
 TURN_END = "turn_end"
 MODE = "current_mode_update"
+COMPACTION = "compaction"
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from protocol.errors import ProtocolError
 from protocol.methods import PROTOCOL_VERSION, Method
 from protocol.models import (
+    CompactParams,
     MessagesParams,
     NewSessionMeta,
     ResizeParams,
@@ -124,6 +125,7 @@ class AcpHandlers:
             Method.STATUS: self.status,
             Method.MESSAGES: self.messages,
             Method.RESIZE: self.resize,
+            Method.COMPACT: self.compact,
             Method.SHUTDOWN: self.shutdown,
         }
         for name, handler in table.items():
@@ -255,6 +257,10 @@ class AcpHandlers:
     async def resize(self, params: dict[str, Any]) -> dict[str, Any]:
         request = ResizeParams.model_validate(params)
         return self.manager.resize(request.session_id, request.rows, request.cols)
+
+    async def compact(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = CompactParams.model_validate(params)
+        return await self.manager.compact(request.session_id, request.keep_turns)
 
     async def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
         self.request_shutdown()

@@ -235,6 +235,10 @@ class SessionManager:
     def cancel(self, session_id: str) -> bool:
         return self._live(session_id, "cancel").abort()
 
+    async def compact(self, session_id: str, keep_turns: int) -> dict[str, Any]:
+        self._refuse_if_shutting_down()
+        return await self._live(session_id, "compact").compact(keep_turns)
+
     def resize(self, session_id: str, rows: int, cols: int) -> dict[str, int]:
         return self._live(session_id, "resize").resize(rows, cols)
 

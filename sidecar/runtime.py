@@ -12,14 +12,15 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sidecar import events
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
+from sidecar.agent.context import COMPACTION_PROMPT, ProviderContext
 from sidecar.agent.loop import begin_turn, run_turn
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.tools import system_prompt
@@ -35,14 +36,13 @@ from sidecar.errors import (
 )
 from sidecar.events import Event, EventStream
 from sidecar.http import Listener, start_listener
-from sidecar.records import SessionRecord, SessionState, check_transition
+from sidecar.records import SessionRecord, SessionState, check_transition, iso, now
 from sidecar.store.base import SessionStore
 from sidecar.summary import build_summary
 
 log = logging.getLogger(__name__)
 
-PROVIDER_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
-TRANSCRIPT_PAGE = 1000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,29 +51,8 @@ class RuntimeDeps:
     make_provider: Callable[[SessionRecord], Provider]
     limits: CommandLimits
     on_event: Callable[[str, Event], None]
+    context_budget: int = 0  # characters of provider context before compaction; 0: never
     listen: bool = True
-
-
-def to_provider_message(message: dict[str, Any]) -> dict[str, Any] | None:
-    """Transcript row -> Chat Completions message; markers are for people, not the model."""
-    if message.get("kind"):
-        return None
-    return {key: message[key] for key in PROVIDER_KEYS if key in message}
-
-
-def well_formed(context: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop tool calls that never got a result (a crash mid-command) so providers accept it."""
-    answered = {m.get("tool_call_id") for m in context if m.get("role") == "tool"}
-    fixed: list[dict[str, Any]] = []
-    for message in context:
-        calls = message.get("tool_calls")
-        if calls:
-            kept = [c for c in calls if c.get("id") in answered]
-            message = {k: v for k, v in message.items() if k != "tool_calls"}
-            if kept:
-                message["tool_calls"] = kept
-        fixed.append(message)
-    return fixed
 
 
 class SessionRuntime:
@@ -94,8 +73,8 @@ class SessionRuntime:
         self._record = record
         self._deps = deps
         self._store = deps.store
-        self._turn: asyncio.Task[TurnOutcome] | None = None
-        self._context: list[dict[str, Any]] | None = None
+        self._turn: asyncio.Task[Any] | None = None
+        self._context: ProviderContext | None = None
         self._close_task: asyncio.Task[None] | None = None
         # Transcript length when the running turn began: a fork snapshots up to here.
         self.turn_start_index: int | None = None
@@ -212,26 +191,32 @@ class SessionRuntime:
         if listener is not None:
             await listener.stop()  # last: the endpoint answers until the runtime is gone
 
-    # ---- turns ---------------------------------------------------------------------------
+    # ---- turns (and compactions: they hold the same lock) -----------------------------------
 
-    def _start_turn(self, text: str, origin: str) -> asyncio.Task[TurnOutcome]:
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInput("prompt", "must be non-empty text")
+    def _claim(self, *, turn: bool) -> None:
+        """The turn lock: refuse unless idle with nothing running, then go running."""
         if self._turn is not None:
             raise SessionBusy(self.session_id)
         if self.status is not SessionState.IDLE:
             raise InvalidState(
                 f"session {self.session_id} is {self.status.value}: a turn starts only from idle"
             )
-        started = self._transition(SessionState.RUNNING, interrupted=False)
+        changes = {"interrupted": False} if turn else {}
+        started = self._transition(SessionState.RUNNING, **changes)
         self.turn_start_index = started.message_count
+
+    def _start_turn(self, text: str, origin: str) -> asyncio.Task[TurnOutcome]:
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("prompt", "must be non-empty text")
+        self._claim(turn=True)
         try:
             begin_turn(self, text, origin)
         except Exception:
             self._end_turn_state(SessionState.IDLE)  # the prompt was refused, not lost
             raise
-        self._turn = asyncio.create_task(self._run_turn())
-        return self._turn
+        task = asyncio.create_task(self._exclusive(run_turn(self), TurnOutcome("", "cancelled")))
+        self._turn = task
+        return task
 
     async def prompt(self, text: str, *, origin: str = "acp") -> TurnOutcome:
         # shield: a caller that goes away (HTTP client hung up) does not cancel the turn.
@@ -240,6 +225,16 @@ class SessionRuntime:
     async def send(self, message: str) -> TurnOutcome:
         return await self.prompt(message, origin="http")
 
+    async def compact(self, keep_turns: int) -> dict[str, Any]:
+        """`_session/compact`: summarize all but the last `keep_turns` turns, under the lock."""
+        if type(keep_turns) is not int or keep_turns < 0:
+            raise InvalidInput("keepTurns", "must be an integer >= 0")
+        self._claim(turn=False)
+        cancelled = {"compacted": False, "cancelled": True}
+        task = asyncio.create_task(self._exclusive(self._compact(keep_turns), cancelled))
+        self._turn = task
+        return await asyncio.shield(task)
+
     def abort(self) -> bool:
         turn = self._turn
         if turn is None or turn.done():
@@ -247,13 +242,14 @@ class SessionRuntime:
         turn.cancel()
         return True
 
-    async def _run_turn(self) -> TurnOutcome:
+    async def _exclusive(self, work: Coroutine[Any, Any, T], on_cancel: T) -> T:
+        """Run a turn or a compaction; leave the session idle, or in error with the reason."""
         try:
-            outcome = await run_turn(self)
+            result = await work
         except asyncio.CancelledError:
             self._end_turn_state(SessionState.IDLE)
             self.events.publish(events.TURN_END, {"stopReason": "cancelled"})
-            return TurnOutcome("", "cancelled")
+            return on_cancel
         except ProviderError as exc:
             self._end_turn_state(SessionState.ERROR, last_error=str(exc))
             self.events.publish(events.TURN_END, {"stopReason": "error", "error": str(exc)})
@@ -269,8 +265,44 @@ class SessionRuntime:
             self._turn = None
             self.turn_start_index = None
         self._end_turn_state(SessionState.IDLE)
-        self.events.publish(events.TURN_END, {"stopReason": outcome.stop_reason})
-        return outcome
+        stop = result.stop_reason if isinstance(result, TurnOutcome) else "end_turn"
+        self.events.publish(events.TURN_END, {"stopReason": stop})
+        return result
+
+    async def _compact(self, keep_turns: int) -> dict[str, Any]:
+        context = self._ensure_context()
+        keep_from = context.split_point(keep_turns)
+        if keep_from is None:
+            return {"compacted": False, "reason": "nothing older than the turns kept"}
+        reply = await self.provider.complete(
+            [
+                {"role": "system", "content": COMPACTION_PROMPT},
+                {"role": "user", "content": context.render_before(keep_from)},
+            ],
+            [],
+            lambda _delta: None,
+        )
+        summary = reply.text.strip() or "(the provider returned an empty summary)"
+        marker = {
+            "role": "system",
+            "kind": "compaction",
+            "content": summary,
+            "contextFrom": keep_from,
+            "createdAt": iso(now()),
+        }
+        index = self._store.append_message(self.session_id, self.generation, marker)
+        self._store.update(
+            self.session_id, self.generation, context_from=keep_from, summary_index=index
+        )
+        context.compact(summary, keep_from)
+        result = {
+            "compacted": True,
+            "summaryIndex": index,
+            "contextFrom": keep_from,
+            "contextChars": context.chars,
+        }
+        self.events.publish(events.COMPACTION, result)
+        return result
 
     def _end_turn_state(self, new: SessionState, **changes: Any) -> None:
         # While closing, close owns the state; a superseded runtime writes nothing.
@@ -297,22 +329,24 @@ class SessionRuntime:
     # ---- TurnHost ------------------------------------------------------------------------
 
     def record_message(self, message: dict[str, Any]) -> None:
-        self._store.append_message(self.session_id, self.generation, message)
+        index = self._store.append_message(self.session_id, self.generation, message)
         if self._context is not None:
-            converted = to_provider_message(message)
-            if converted is not None:
-                self._context.append(converted)
+            self._context.append(index, message)
 
-    def provider_context(self) -> list[dict[str, Any]]:
+    def _ensure_context(self) -> ProviderContext:
         if self._context is None:
             # Loaded once per generation, on the first model call, not at resume.
-            loaded: list[dict[str, Any]] = []
-            offset = 0
-            while page := self._store.messages(self.session_id, offset, TRANSCRIPT_PAGE):
-                loaded.extend(m for m in map(to_provider_message, page) if m is not None)
-                offset += len(page)
-            self._context = well_formed(loaded)
-        return [{"role": "system", "content": system_prompt(self.mode, self.cwd)}, *self._context]
+            self._context = ProviderContext.load(self._store, self._store.get(self.session_id))
+        return self._context
+
+    def provider_context(self) -> list[dict[str, Any]]:
+        return self._ensure_context().messages(system_prompt(self.mode, self.cwd))
+
+    async def before_model_call(self) -> None:
+        """Automatic compaction: keep what the provider is sent within the budget."""
+        budget = self._deps.context_budget
+        if budget and self._ensure_context().chars > budget:
+            await self._compact(keep_turns=1)
 
     def publish(self, type_: str, data: dict[str, Any]) -> None:
         self.events.publish(type_, data)

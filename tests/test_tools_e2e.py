@@ -60,3 +60,22 @@ async def test_a_child_that_ignores_sigterm_is_killed_on_cancel(data_dir: Path, 
         assert await eventually(lambda: not pid_alive(stubborn))
     finally:
         await sidecar.close()
+
+
+async def test_events_stream_more_than_the_model_keeps_but_are_capped_too(
+    data_dir: Path, workspace: Path
+):
+    sidecar = await start(data_dir, "--tool-output-cap", "100", "--tool-stream-cap", "1000")
+    try:
+        sid = (await sidecar.new_session(workspace))["sessionId"]
+        await sidecar.prompt(sid, "$ head -c 5000 /dev/zero | tr '\\0' 'y'")
+        streamed = "".join(
+            (u.get("_meta") or {}).get("output", "")
+            for u in sidecar.updates(sid, "tool_call_update")
+        )
+        body, notice, _ = streamed.partition("\n[output stream truncated at 1000 bytes]")
+        assert notice and body == "y" * 1000
+        tool = [m for m in (await sidecar.messages(sid))["messages"] if m["role"] == "tool"][-1]
+        assert tool["content"].count("y") == 100 and tool["truncated"] is True
+    finally:
+        await sidecar.close()

@@ -38,6 +38,9 @@ class TurnHost(Protocol):
 
     def publish(self, type_: str, data: dict[str, Any]) -> None: ...
 
+    async def before_model_call(self) -> None:
+        """A hook before each model call (automatic compaction)."""
+
     async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
         """Run one command on the session's backend (pipe or pty)."""
 
@@ -65,6 +68,7 @@ async def run_turn(host: TurnHost) -> TurnOutcome:
     tools = tools_for_mode(host.mode)
     final_text = ""
     for _ in range(MAX_MODEL_CALLS):
+        await host.before_model_call()
         reply = await host.provider.complete(
             host.provider_context(),
             tools,

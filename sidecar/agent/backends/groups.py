@@ -20,6 +20,7 @@ from dataclasses import dataclass
 class CommandLimits:
     timeout: float = 600.0  # seconds a command may run
     output_cap: int = 64 * 1024  # bytes of output kept for the model and the transcript
+    stream_cap: int = 1024 * 1024  # bytes of output streamed to clients as events
     interrupt_grace: float = 0.5  # seconds between SIGINT and SIGTERM
     kill_grace: float = 2.0  # seconds between SIGTERM and SIGKILL
     drain_grace: float = 0.2  # after exit, how long leftover writers may keep output open

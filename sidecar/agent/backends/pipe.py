@@ -7,7 +7,6 @@ See groups.py for how the command's processes are stopped.
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 from collections.abc import Callable
 
@@ -18,6 +17,7 @@ from sidecar.agent.backends.groups import (
     process_exited,
     stop_group,
 )
+from sidecar.agent.backends.output import CappedOutput
 
 READ_CHUNK = 65536
 
@@ -39,23 +39,12 @@ async def run_command(
         start_new_session=True,
     )
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
-    kept = bytearray()
-    truncated = False
+    output = CappedOutput(limits, on_output)
 
     async def pump() -> None:
-        nonlocal truncated
         assert proc.stdout is not None
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         while chunk := await proc.stdout.read(READ_CHUNK):
-            room = limits.output_cap - len(kept)
-            if room > 0:
-                kept.extend(chunk[:room])
-                if on_output is not None:
-                    text = decoder.decode(chunk[:room])
-                    if text:
-                        on_output(text)
-            if len(chunk) > room:
-                truncated = True  # keep draining so the command never blocks on a full pipe
+            output.feed(chunk)
 
     reader = asyncio.create_task(pump())
     timed_out = False
@@ -79,5 +68,5 @@ async def run_command(
             reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
-    output = kept.decode("utf-8", errors="replace")
-    return CommandResult(None if timed_out else proc.returncode, output, truncated, timed_out)
+    exit_code = None if timed_out else proc.returncode
+    return CommandResult(exit_code, output.text(), output.truncated, timed_out)

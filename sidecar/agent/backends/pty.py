@@ -14,7 +14,6 @@ never persisted: each command, and each runtime generation, has its own PTY.
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import os
 import re
@@ -30,6 +29,7 @@ from sidecar.agent.backends.groups import (
     process_exited,
     stop_group,
 )
+from sidecar.agent.backends.output import CappedOutput
 
 READ_CHUNK = 65536
 TERM = "xterm-256color"
@@ -80,14 +80,11 @@ async def run_command_pty(
     terminal._running.add(process)
     pgid = process.pid  # the child called setsid(): it leads its own group
     loop = asyncio.get_running_loop()
-    kept = bytearray()
-    truncated = False
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    output = CappedOutput(limits, on_output)
     eof = loop.create_future()
     os.set_blocking(process.fd, False)
 
     def readable() -> None:
-        nonlocal truncated
         try:
             chunk = os.read(process.fd, READ_CHUNK)
         except BlockingIOError:
@@ -99,14 +96,7 @@ async def run_command_pty(
             if not eof.done():
                 eof.set_result(None)
             return
-        room = limits.output_cap - len(kept)
-        if room > 0:
-            kept.extend(chunk[:room])
-            text = decoder.decode(chunk[:room])
-            if text and on_output is not None:
-                on_output(text)
-        if len(chunk) > room:
-            truncated = True
+        output.feed(chunk)
 
     loop.add_reader(process.fd, readable)
     leader = asyncio.ensure_future(_reap(process.pid))
@@ -132,5 +122,5 @@ async def run_command_pty(
         process.closed = True  # ptyprocess must not close or signal it again
     if leader.done() and not leader.cancelled() and exit_code is None and not timed_out:
         exit_code = leader.result()
-    output = strip_ansi(kept.decode("utf-8", errors="replace"))
-    return CommandResult(None if timed_out else exit_code, output, truncated, timed_out)
+    text = strip_ansi(output.text())
+    return CommandResult(None if timed_out else exit_code, text, output.truncated, timed_out)

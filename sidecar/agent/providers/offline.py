@@ -6,6 +6,7 @@ What it answers, by the last message of the context:
 - user `/fail [msg]`   -> raises ProviderError (a scripted provider failure)
 - user `$ CMD` or `/bash CMD` -> a `bash` tool call for CMD when the mode has tools,
                           else says tools are unavailable in this mode
+- a compaction request -> "Summary of N earlier messages. The user asked: ..."
 - anything else        -> "Echo: <text>", streamed word by word
 """
 
@@ -16,6 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from sidecar.agent.context import COMPACTION_PROMPT
 from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall
 from sidecar.errors import ProviderError
 
@@ -36,6 +38,8 @@ class OfflineProvider:
         on_text: TextCallback,
     ) -> ProviderReply:
         self._calls += 1
+        if messages and messages[0].get("content") == COMPACTION_PROMPT:
+            return await self._stream(self._summarize(str(messages[-1].get("content"))), on_text)
         last = messages[-1] if messages else {"role": "user", "content": ""}
         if last.get("role") == "tool":
             return await self._stream(self._describe_tool_result(messages, last), on_text)
@@ -68,6 +72,14 @@ class OfflineProvider:
                 )
                 return ProviderReply(text="", tool_calls=[call], finish_reason="tool_calls")
         return await self._stream(f"Echo: {text}", on_text)
+
+    @staticmethod
+    def _summarize(conversation: str) -> str:
+        """Deterministic: how many messages, and what the user asked."""
+        parts = conversation.split("\n\n")
+        asked = [p.removeprefix("[user] ") for p in parts if p.startswith("[user] ")]
+        quoted = "; ".join(a[:60] for a in asked[-5:])
+        return f"Summary of {len(parts)} earlier messages. The user asked: {quoted}"
 
     @staticmethod
     def _describe_tool_result(messages: Sequence[dict[str, Any]], result: dict[str, Any]) -> str:

@@ -1,0 +1,122 @@
+"""The provider context of one runtime: what the model is sent, kept in memory.
+
+It is the session's latest compaction summary (if any) followed by the transcript
+from `context_from` on, in Chat Completions form. It is loaded once per runtime
+generation, on the first model call (never at resume, so resuming a long session
+stays cheap), and then follows every append. Compaction replaces older turns by
+a summary here only: the stored transcript stays whole and pageable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from sidecar.records import SessionRecord
+from sidecar.store.base import SessionStore
+
+PROVIDER_KEYS: Final = ("role", "content", "tool_calls", "tool_call_id", "name")
+PAGE: Final = 1000
+
+COMPACTION_PROMPT: Final = (
+    "You compact a coding agent's conversation. Summarize the conversation below so the "
+    "agent can continue the task without it: the user's goals, decisions taken, commands "
+    "run and their important results, files touched, open questions. Be concise and factual."
+)
+
+
+def to_provider_message(message: dict[str, Any]) -> dict[str, Any] | None:
+    """Transcript row -> Chat Completions message; markers (`kind`) are for people."""
+    if message.get("kind"):
+        return None
+    return {key: message[key] for key in PROVIDER_KEYS if key in message}
+
+
+def _size(message: dict[str, Any]) -> int:
+    size = len(str(message.get("content") or ""))
+    for call in message.get("tool_calls") or []:
+        size += len(str(call.get("function", {}).get("arguments", "")))
+    return size
+
+
+class ProviderContext:
+    def __init__(self, summary: str | None = None) -> None:
+        self.summary = summary
+        self._entries: list[tuple[int, dict[str, Any]]] = []  # (transcript index, message)
+        self.chars = len(summary or "")
+
+    @classmethod
+    def load(cls, store: SessionStore, record: SessionRecord) -> ProviderContext:
+        summary = None
+        if record.summary_index is not None:
+            marker = store.messages(record.session_id, record.summary_index, 1)
+            summary = str(marker[0].get("content") or "") if marker else None
+        context = cls(summary)
+        offset = record.context_from
+        while page := store.messages(record.session_id, offset, PAGE):
+            for index, message in enumerate(page, start=offset):
+                context.append(index, message)
+            offset += len(page)
+        return context
+
+    def append(self, index: int, message: dict[str, Any]) -> None:
+        converted = to_provider_message(message)
+        if converted is not None:
+            self._entries.append((index, converted))
+            self.chars += _size(converted)
+
+    def messages(self, system_prompt: str) -> list[dict[str, Any]]:
+        head = [{"role": "system", "content": system_prompt}]
+        if self.summary:
+            head.append(
+                {
+                    "role": "system",
+                    "content": f"Summary of the earlier conversation:\n{self.summary}",
+                }
+            )
+        return head + _well_formed([message for _, message in self._entries])
+
+    def split_point(self, keep_turns: int) -> int | None:
+        """Transcript index where the last `keep_turns` turns begin, if anything precedes it."""
+        starts = [i for i, (_, m) in enumerate(self._entries) if m.get("role") == "user"]
+        if len(starts) <= keep_turns:
+            return None
+        position = starts[-keep_turns] if keep_turns > 0 else len(self._entries)
+        if position == 0:
+            return None
+        return self._entries[position][0] if position < len(self._entries) else None
+
+    def render_before(self, index: int) -> str:
+        """The part to summarize, as plain text (the previous summary first)."""
+        lines = [f"[earlier summary]\n{self.summary}"] if self.summary else []
+        for transcript_index, message in self._entries:
+            if transcript_index >= index:
+                break
+            text = str(message.get("content") or "")
+            for call in message.get("tool_calls") or []:
+                text += f"\n(tool call {call.get('function', {}).get('arguments', '')})"
+            lines.append(f"[{message.get('role')}] {text}")
+        return "\n\n".join(lines)
+
+    def compact(self, summary: str, keep_from: int) -> None:
+        self._entries = [(i, m) for i, m in self._entries if i >= keep_from]
+        self.summary = summary
+        self.chars = len(summary) + sum(_size(m) for _, m in self._entries)
+
+
+def _well_formed(context: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop tool calls that never got a result (a crash mid-command), and results whose
+    call was compacted away, so providers accept the context."""
+    answered = {m.get("tool_call_id") for m in context if m.get("role") == "tool"}
+    asked = {c.get("id") for m in context for c in (m.get("tool_calls") or [])}
+    fixed: list[dict[str, Any]] = []
+    for message in context:
+        if message.get("role") == "tool" and message.get("tool_call_id") not in asked:
+            continue
+        calls = message.get("tool_calls")
+        if calls:
+            kept = [c for c in calls if c.get("id") in answered]
+            message = {k: v for k, v in message.items() if k != "tool_calls"}
+            if kept:
+                message["tool_calls"] = kept
+        fixed.append(message)
+    return fixed
