@@ -21,7 +21,10 @@ sidecar: $(BIN)/python
 	$(BIN)/pip install -q -e .
 	$(BIN)/python -m sidecar $(ARGS)
 
-run: sidecar
+# Start the desktop app: a window over the sidecar (needs a display; `make sidecar` has none).
+run: system-deps $(BIN)/python
+	$(BIN)/pip install -q -e ".[desktop]"
+	$(BIN)/python -m desktop $(ARGS)
 
 lint: venv
 	$(BIN)/ruff check protocol sidecar desktop tests

@@ -1,0 +1,206 @@
+"""The desktop main process: a host loop thread that owns the sidecar, and the window.
+
+Qt must own the main thread, so the asyncio loop that owns `SidecarHost` runs on a
+background thread (`HostThread`). The page reaches it only through the js_api bridge,
+which submits coroutines to that loop; the loop reaches the page only by queueing
+pushes (`WindowManager.push`). Quitting -- the user closing the last window, or
+SIGTERM/SIGINT -- leaves the GUI loop, then `SidecarHost.shutdown()` closes every live
+session (records kept) and waits for the sidecar to exit, so no child is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, TypeVar
+
+from desktop.host import SidecarHost
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+HOST_START_TIMEOUT = 30.0
+SHUTDOWN_TIMEOUT = 25.0
+LINGER_GRACE = 3.0
+
+
+@dataclass(frozen=True)
+class AppOptions:
+    sidecar_args: list[str] = field(default_factory=list)
+    default_cwd: str = field(default_factory=os.getcwd)
+    title: str = "ACP Session Host"
+    size: tuple[int, int] = (1200, 780)
+
+
+class HostThread:
+    """An asyncio loop on a background thread, owning one `SidecarHost`."""
+
+    def __init__(self, sidecar_args: list[str]) -> None:
+        self.host = SidecarHost(sidecar_args)
+        self.loop = asyncio.new_event_loop()
+        self.sidecar_state = "starting"  # running | restarting | failed | stopped
+        self.host.on_host_event(self._track)
+        self._thread = threading.Thread(target=self._run, name="sidecar-host", daemon=True)
+
+    def _track(self, kind: str, data: dict[str, Any]) -> None:
+        self.sidecar_state = {
+            "sidecar_started": "running",
+            "sidecar_restarted": "running",
+            "sidecar_exited": "restarting",
+            "sidecar_failed": "failed",
+        }.get(kind, self.sidecar_state)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            pending = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+            for task in pending:
+                task.cancel()
+            self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    def start(self) -> None:
+        """Start the loop and the sidecar; raises if the sidecar cannot start."""
+        self._thread.start()
+        self.call(self.host.start(), HOST_START_TIMEOUT)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        """Run `coro` on the host loop and wait (bounded) for its result."""
+        future = self.submit(coro)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no answer within {timeout:.0f} s") from None
+
+    def stop(self) -> None:
+        """Close every live session and the sidecar, then stop the loop."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self.call(self.host.shutdown(), SHUTDOWN_TIMEOUT)
+        except (TimeoutError, OSError, RuntimeError) as exc:
+            log.error("sidecar shutdown did not finish cleanly: %s", exc)
+            client = self.host.client
+            if client is not None:
+                client.kill()
+        self.sidecar_state = "stopped"
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+
+class DesktopApp:
+    """Wires the host thread, the bridge and the windows; `run()` is the whole app."""
+
+    def __init__(self, options: AppOptions) -> None:
+        # Imported here so `python -m desktop --tui` never needs Qt.
+        from desktop.bridge import Bridge
+        from desktop.window import WindowManager
+
+        self.options = options
+        self.host_thread = HostThread(options.sidecar_args)
+        self.windows = WindowManager(
+            lambda page_id: Bridge(self, page_id), options.title, options.size
+        )
+        self._quit_requested = threading.Event()
+        self.host_thread.host.on_notification(self._push_notification)
+        self.host_thread.host.on_host_event(self._push_host_event)
+
+    @property
+    def host(self) -> SidecarHost:
+        return self.host_thread.host
+
+    def _push_notification(self, method: str, params: dict[str, Any]) -> None:
+        self.windows.push({"type": "notification", "method": method, "params": params})
+
+    def _push_host_event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind in ("sidecar_restarted", "sidecar_failed"):
+            log.warning("%s: %s", kind, {k: v for k, v in data.items() if k != "stderr"})
+        self.windows.push({"type": "host", "event": kind, "data": data})
+
+    def push_bridge_event(self, event: str, data: dict[str, Any]) -> None:
+        self.windows.push({"type": "bridge", "event": event, "data": data})
+
+    def run(self, on_started: Callable[[DesktopApp], None] | None = None) -> int:
+        """Start the sidecar, show the window, block until the app quits; exit code.
+
+        `on_started` runs on pywebview's worker thread once the GUI loop runs (the test
+        driver's scenarios use it).
+        """
+        import webview
+
+        if os.geteuid() == 0:
+            # Chromium refuses to run its sandbox as root; without this WebEngine aborts.
+            os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
+        try:
+            self.host_thread.start()
+        except (OSError, TimeoutError) as exc:
+            client = self.host.client
+            tail = "\n".join(list(client.stderr_tail)[-15:]) if client else ""
+            log.error("the sidecar could not start: %s\n%s", exc, tail)
+            self.host_thread.stop()
+            return 1
+        log.info("sidecar running (pid %s)", self.host.pid)
+        self.windows.open_first()
+        previous = signal.signal(signal.SIGTERM, self._on_signal)
+        try:
+            webview.start(self._started, (on_started,), gui="qt", private_mode=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.shutdown()
+        return 0
+
+    def _started(self, on_started: Callable[[DesktopApp], None] | None) -> None:
+        self.windows.current.events.shown.wait(30)
+        if self._quit_requested.is_set():  # a signal came before Qt could take it
+            self.windows.close_all()
+            return
+        if on_started is not None:
+            on_started(self)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        log.info("signal %s: quitting", signal.Signals(signum).name)
+        self._quit_requested.set()
+        self.windows.request_quit()
+
+    def shutdown(self) -> None:
+        """Stop pushing to pages, then close every session and the sidecar."""
+        self.windows.stop_pushing()
+        started = time.monotonic()
+        self.host_thread.stop()
+        log.info("sidecar stopped in %.2f s; quitting", time.monotonic() - started)
+
+
+def exit_when_threads_finish(code: int) -> int:
+    """Return `code`, or leave at once if GUI helper threads would keep a quit app alive.
+
+    pywebview answers every js_api call from a non-daemon thread that waits for the
+    GUI thread; one caught by a window's destruction would block interpreter exit
+    forever. Everything that matters (the sidecar, its sessions) is already closed.
+    """
+    deadline = time.monotonic() + LINGER_GRACE
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.daemon:
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+    lingering = [t.name for t in threading.enumerate() if t.is_alive() and not t.daemon]
+    lingering = [name for name in lingering if name != threading.main_thread().name]
+    if lingering:
+        log.warning("threads still waiting on the closed GUI: %s; exiting anyway", lingering)
+        logging.shutdown()
+        os._exit(code)
+    return code

@@ -1,0 +1,257 @@
+"""The js_api a page calls: each method is one sidecar request run on the host loop.
+
+pywebview calls these on a worker thread per call, so each method submits a coroutine
+to the host's loop and waits (bounded) for it. Results are plain JSON data; failures
+come back as `{"error": {"code", "title", "message"}}` (JSON-RPC codes from the
+sidecar, or a string code for host-side trouble) for the page's error banner.
+
+pywebview exposes every public attribute of this object to JavaScript (recursively),
+so all state is kept in underscore attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from desktop.client import RpcError, SidecarGone
+from protocol.errors import ErrorCode
+from protocol.methods import Method
+from protocol.models import BACKENDS, available_modes
+
+if TYPE_CHECKING:
+    from desktop.app import DesktopApp
+    from desktop.host import SidecarHost
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = 30.0
+PROMPT_ACCEPT_WAIT = 1.0  # a refused prompt is refused at once; longer means it is running
+MAX_PAGE = 1000
+
+TITLES: dict[int, str] = {
+    ErrorCode.INVALID_PARAMS: "Invalid input",
+    ErrorCode.SESSION_NOT_FOUND: "Session not found",
+    ErrorCode.SESSION_BUSY: "Session busy",
+    ErrorCode.RUNTIME_LIVE: "Session is live",
+    ErrorCode.SESSION_NOT_LIVE: "Session not live",
+    ErrorCode.INVALID_STATE: "Not possible now",
+    ErrorCode.STORE_ERROR: "Storage error",
+    ErrorCode.RESOURCE_EXHAUSTED: "Out of resources",
+    ErrorCode.SHUTTING_DOWN: "Shutting down",
+    ErrorCode.RUNTIME_FAILED: "Session failed to start",
+    ErrorCode.PROVIDER_ERROR: "Model provider error",
+}
+
+
+class BadInput(ValueError):
+    """The page sent something that is not a valid argument (a page bug, not a user's)."""
+
+
+def error(code: int | str, message: str, title: str = "Error") -> dict[str, Any]:
+    return {"error": {"code": code, "title": title, "message": message}}
+
+
+def rpc_error(exc: RpcError) -> dict[str, Any]:
+    return error(exc.code, exc.message, TITLES.get(exc.code, "Sidecar error"))
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadInput(f"{name} must be non-empty text")
+    return value
+
+
+class Bridge:
+    """The js_api of one page (one per window, so a page can say which one it is)."""
+
+    def __init__(self, app: DesktopApp, page_id: str) -> None:
+        self._app = app
+        self._page_id = page_id
+
+    # ---- plumbing ---------------------------------------------------------------------
+
+    @property
+    def _host(self) -> SidecarHost:
+        return self._app.host
+
+    def _run(self, coro: Coroutine[Any, Any, Any], timeout: float = REQUEST_TIMEOUT) -> Any:
+        if self._app.host_thread.sidecar_state == "failed":
+            coro.close()
+            return error(
+                "sidecar_failed",
+                "The sidecar keeps failing and was not restarted again; restart the app.",
+                "Sidecar stopped",
+            )
+        try:
+            return self._app.host_thread.call(coro, timeout)
+        except RpcError as exc:
+            return rpc_error(exc)
+        except (SidecarGone, ConnectionError):
+            return error(
+                "sidecar_gone",
+                "The sidecar is not running right now (it is being restarted). Try again.",
+                "Sidecar unavailable",
+            )
+        except TimeoutError:
+            return error("timeout", "The sidecar did not answer in time.", "No answer")
+
+    def _request(self, method: str, params: dict[str, Any]) -> Any:
+        return self._run(self._host.request(method, params))
+
+    # ---- page lifecycle -----------------------------------------------------------------
+
+    def page_ready(self) -> dict[str, Any]:
+        """The page is listening for pushes; what it needs before its first requests."""
+        self._app.windows.attach(self._page_id)
+        return {
+            "pageId": self._page_id,
+            "defaultCwd": self._app.options.default_cwd,
+            "modes": available_modes(),
+            "backends": list(BACKENDS),
+            "sidecar": self.sidecar_info(),
+        }
+
+    def sidecar_info(self) -> dict[str, Any]:
+        thread = self._app.host_thread
+        return {
+            "state": thread.sidecar_state,
+            "pid": thread.host.pid,
+            "restarts": thread.host.restarts,
+        }
+
+    def rebuild_ui(self) -> dict[str, Any]:
+        # On its own thread: this call's answer goes to the page being replaced, and
+        # must reach it before that page is destroyed.
+        threading.Thread(target=self._app.windows.rebuild, name="rebuild-ui", daemon=True).start()
+        return {"ok": True}
+
+    # ---- sessions -----------------------------------------------------------------------
+
+    def list_sessions(self) -> Any:
+        return self._run(_list_all(self._host))
+
+    def status(self, session_id: str) -> Any:
+        try:
+            params = {"sessionId": _text(session_id, "sessionId")}
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._request(Method.STATUS, params)
+
+    def messages(self, session_id: str, offset: int | None = None, limit: int = 50) -> Any:
+        """A page of the transcript; `offset=None` means the newest page."""
+        if offset is not None and (not isinstance(offset, int) or offset < 0):
+            return error("invalid_input", "offset must be a non-negative integer or null")
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            return error("invalid_input", f"limit must be an integer in 1..{MAX_PAGE}")
+        try:
+            sid = _text(session_id, "sessionId")
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._run(_messages_page(self._host, sid, offset, limit))
+
+    def new_session(self, cwd: str, mode: str, backend: str, title: str) -> Any:
+        meta = {"mode": mode or "craft", "backend": backend or "pipe"}
+        if isinstance(title, str) and title.strip():
+            meta["title"] = title.strip()
+        params = {"cwd": cwd, "mcpServers": [], "_meta": meta}
+        result = self._request(Method.SESSION_NEW, params)
+        return result if "error" in result else result["_meta"]
+
+    def prompt(self, session_id: str, text: str) -> Any:
+        """Start a turn; answers once it is refused, finished, or clearly running.
+
+        A turn can run for minutes, so the page is not kept waiting: its progress
+        arrives as pushed notifications, and a late failure as a `prompt_failed` push.
+        """
+        try:
+            params = {
+                "sessionId": _text(session_id, "sessionId"),
+                "prompt": [{"type": "text", "text": _text(text, "prompt")}],
+            }
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._run(_start_prompt(self._app, params))
+
+    def cancel(self, session_id: str) -> Any:
+        return self._request(Method.SESSION_CANCEL, {"sessionId": session_id})
+
+    def close(self, session_id: str) -> Any:
+        result = self._request(Method.SESSION_CLOSE, {"sessionId": session_id})
+        return result if "error" in result else result["_meta"]
+
+    def resume(self, session_id: str) -> Any:
+        return self._run(_resume(self._host, session_id))
+
+    def delete(self, session_id: str) -> Any:
+        return self._request(Method.SESSION_DELETE, {"sessionId": session_id})
+
+    def set_mode(self, session_id: str, mode: str) -> Any:
+        return self._request(Method.SESSION_SET_MODE, {"sessionId": session_id, "modeId": mode})
+
+
+# ---- coroutines run on the host loop -------------------------------------------------
+
+
+async def _list_all(host: SidecarHost) -> list[dict[str, Any]]:
+    """Every session (the sidecar pages its list 100 at a time), newest first."""
+    summaries: list[dict[str, Any]] = []
+    params: dict[str, Any] = {}
+    while True:
+        page = await host.request(Method.SESSION_LIST, params)
+        summaries.extend(entry["_meta"] for entry in page["sessions"])
+        cursor = page.get("nextCursor")
+        if not cursor:
+            return summaries
+        params = {"cursor": cursor}
+
+
+async def _messages_page(
+    host: SidecarHost, session_id: str, offset: int | None, limit: int
+) -> dict[str, Any]:
+    if offset is None:
+        head = await host.request(Method.MESSAGES, {"sessionId": session_id, "limit": 1})
+        offset = max(0, int(head["total"]) - limit)
+    page = await host.request(
+        Method.MESSAGES, {"sessionId": session_id, "offset": offset, "limit": limit}
+    )
+    return {"messages": page["messages"], "total": page["total"], "offset": offset}
+
+
+async def _resume(host: SidecarHost, session_id: str) -> dict[str, Any]:
+    summary = await host.request(Method.STATUS, {"sessionId": session_id})
+    result = await host.request(
+        Method.SESSION_RESUME, {"sessionId": session_id, "cwd": summary["cwd"], "mcpServers": []}
+    )
+    resumed: dict[str, Any] = result["_meta"]
+    return resumed
+
+
+async def _start_prompt(app: DesktopApp, params: dict[str, Any]) -> dict[str, Any]:
+    session_id = params["sessionId"]
+    turn = asyncio.create_task(app.host.request(Method.SESSION_PROMPT, params))
+    done, _ = await asyncio.wait({turn}, timeout=PROMPT_ACCEPT_WAIT)
+    if turn in done:
+        result: dict[str, Any] = turn.result()  # raises the sidecar's refusal
+        return {"done": True, **result}
+
+    def report(task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, SidecarGone):
+            return  # the page already shows the sidecar banner
+        if isinstance(exc, RpcError):
+            app.push_bridge_event("prompt_failed", {"sessionId": session_id, **rpc_error(exc)})
+        elif exc is not None:
+            log.error("prompt for %s failed: %r", session_id, exc)
+            app.push_bridge_event(
+                "prompt_failed",
+                {"sessionId": session_id, **error("failed", str(exc), "Turn failed")},
+            )
+
+    turn.add_done_callback(report)
+    return {"done": False, "started": True}

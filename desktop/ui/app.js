@@ -1,0 +1,511 @@
+// The page: a disposable view over the sidecar. It keeps nothing that it cannot fetch
+// again: on load it asks (through the js_api bridge) for the session list, statuses and
+// transcripts; afterwards the host pushes notifications into `window.app.onPush`.
+// Streamed text and tool calls are drawn in a "live" area; when a turn ends the stored
+// transcript tail is fetched and replaces it, so the page always converges on the store.
+"use strict";
+
+(() => {
+  const PAGE = 50;
+  const TAIL = 200;
+  const $ = (sel, root = document) => root.querySelector(sel);
+  const byId = (testid, root = document) => $(`[data-testid="${testid}"]`, root);
+
+  const state = {
+    info: null,
+    sessions: new Map(), // sessionId -> summary, in list order (newest first)
+    selected: null,
+    transcript: null, // {sessionId, messages, offset, end, tail: Promise}
+    started: false,
+    booting: true, // pushes are queued until the first full load is done
+    queued: [],
+  };
+
+  // ---- DOM helpers -------------------------------------------------------------------
+
+  function el(tag, props = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(props)) {
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else if (key.startsWith("data-") || key === "title") node.setAttribute(key, value);
+      else node[key] = value;
+    }
+    for (const child of children) if (child) node.append(child);
+    return node;
+  }
+
+  function badge(node, status) {
+    node.className = `badge status-${status}`;
+    node.textContent = status;
+  }
+
+  // ---- bridge ------------------------------------------------------------------------
+
+  async function call(name, ...args) {
+    let result;
+    try {
+      result = await window.pywebview.api[name](...args);
+    } catch (err) {
+      showError({ title: "Bridge error", message: String((err && err.message) || err) });
+      return null;
+    }
+    if (result && result.error) {
+      showError(result.error);
+      return null;
+    }
+    return result;
+  }
+
+  async function quietCall(name, ...args) {
+    try {
+      const result = await window.pywebview.api[name](...args);
+      return result && result.error ? null : result;
+    } catch (err) {
+      return null;
+    }
+  }
+
+  // ---- banners -----------------------------------------------------------------------
+
+  function showError(error) {
+    const banner = byId("error-banner");
+    $(".banner-title", banner).textContent = `${error.title || "Error"}:`;
+    $(".banner-text", banner).textContent = error.message || String(error.code);
+    banner.dataset.code = String(error.code);
+    banner.hidden = false;
+  }
+
+  function clearError() {
+    byId("error-banner").hidden = true;
+  }
+
+  function showSidecarBanner(kind, text) {
+    const banner = byId("sidecar-banner");
+    banner.className = `banner ${kind}`;
+    $(".banner-text", banner).textContent = text;
+    banner.hidden = false;
+  }
+
+  function renderSidecar(info) {
+    const pill = byId("sidecar-state");
+    pill.dataset.state = info.state;
+    pill.dataset.pid = String(info.pid || "");
+    pill.textContent = `sidecar: ${info.state}${info.pid ? ` · pid ${info.pid}` : ""}`;
+  }
+
+  // ---- sidebar -----------------------------------------------------------------------
+
+  function renderSidebar() {
+    const list = byId("session-list");
+    list.replaceChildren(...[...state.sessions.values()].map(sessionItem));
+    $(".sidebar-empty").hidden = state.sessions.size > 0;
+  }
+
+  function sessionItem(s) {
+    const status = el("span", { "data-testid": "session-status" });
+    badge(status, s.status);
+    const item = el(
+      "li",
+      { class: "session-item", "data-testid": "session-item", "data-session-id": s.sessionId },
+      el("div", { class: "item-row" }, el("span", { class: "item-title", text: s.title }), status),
+      el(
+        "div",
+        { class: "item-row" },
+        el("span", { class: "item-cwd", text: shortPath(s.cwd), title: s.cwd }),
+        s.interrupted
+          ? el("span", { class: "interrupted", "data-testid": "session-interrupted", text: "⚠ interrupted" })
+          : null,
+        el("span", { class: "item-gen", "data-testid": "session-generation", text: `gen ${s.generation}` }),
+      ),
+    );
+    item.classList.toggle("selected", s.sessionId === state.selected);
+    item.addEventListener("click", () => select(s.sessionId));
+    return item;
+  }
+
+  // The end of a path says most about it; keep that when the sidebar is too narrow.
+  function shortPath(path, max = 34) {
+    if (path.length <= max) return path;
+    const tail = path.slice(-max);
+    const cut = tail.indexOf("/");
+    return `…${cut > 0 ? tail.slice(cut) : tail}`;
+  }
+
+  function updateSession(summary) {
+    const known = state.sessions.get(summary.sessionId);
+    state.sessions.set(summary.sessionId, { ...(known || {}), ...summary });
+    renderSidebar();
+    if (summary.sessionId === state.selected) renderDetails();
+  }
+
+  // ---- details -----------------------------------------------------------------------
+
+  function renderDetails() {
+    const s = state.sessions.get(state.selected);
+    $(".placeholder").hidden = Boolean(s);
+    $(".session-view").hidden = !s;
+    if (!s) return;
+    $(".d-title").textContent = s.title;
+    badge(byId("detail-status"), s.status);
+    byId("detail-interrupted").hidden = !s.interrupted;
+    byId("detail-generation").textContent = String(s.generation);
+    byId("session-endpoint").textContent = s.http ? s.http.url : "— (not live)";
+    byId("detail-backend").textContent =
+      s.effectiveBackend && s.effectiveBackend !== s.backend ? `${s.backend} (runs as ${s.effectiveBackend})` : s.backend;
+    byId("detail-cwd").textContent = s.cwd;
+    byId("detail-id").textContent = s.sessionId;
+    byId("mode-select").value = s.mode;
+    byId("mode-select").disabled = !s.live || s.status !== "idle";
+    const lastError = byId("detail-error");
+    lastError.hidden = !s.lastError;
+    lastError.textContent = s.lastError ? `Last error: ${s.lastError}` : "";
+    byId("close-session").disabled = !s.live;
+    byId("resume-session").disabled = s.live;
+    byId("send").disabled = !s.live;
+    byId("stop").disabled = s.status !== "running";
+  }
+
+  // ---- transcript --------------------------------------------------------------------
+
+  function messageNodes(messages) {
+    const nodes = [];
+    const tools = new Map();
+    for (const m of messages) {
+      if (m.role === "user") nodes.push(el("div", { class: "msg user", text: m.content }));
+      else if (m.role === "assistant") {
+        if (m.content) nodes.push(el("div", { class: "msg agent", text: m.content }));
+        for (const call of m.tool_calls || []) {
+          let command = call.function && call.function.name;
+          try {
+            command = JSON.parse(call.function.arguments).command || command;
+          } catch (err) {
+            /* not JSON: show the tool name */
+          }
+          const block = toolBlock(call.id, command);
+          tools.set(call.id, block);
+          nodes.push(block);
+        }
+      } else if (m.role === "tool") {
+        let block = tools.get(m.tool_call_id);
+        if (!block) nodes.push((block = toolBlock(m.tool_call_id, m.name || "tool")));
+        finishTool(block, m.content, m.exitCode, m.exitCode === null || m.exitCode === undefined);
+      } else if (m.content) {
+        const text = m.kind === "interrupted" ? `⚠ ${m.content}` : m.content;
+        nodes.push(el("div", { class: "note", "data-testid": `note-${m.kind || "system"}`, text }));
+      }
+    }
+    return nodes;
+  }
+
+  function toolBlock(id, command) {
+    return el(
+      "div",
+      { class: "tool", "data-testid": "tool-call", "data-tool-call-id": id || "" },
+      el(
+        "div",
+        { class: "tool-head" },
+        el("span", { class: "tool-icon", text: "$" }),
+        el("code", { class: "tool-cmd", "data-testid": "tool-command", text: command || "" }),
+        el("span", { class: "tool-status running", "data-testid": "tool-status", text: "running" }),
+      ),
+      el("pre", { class: "tool-out", "data-testid": "tool-output" }),
+    );
+  }
+
+  function finishTool(block, output, exitCode, cancelled) {
+    $(".tool-out", block).textContent = output || "";
+    const status = $(".tool-status", block);
+    if (cancelled) {
+      status.className = "tool-status fail";
+      status.textContent = "stopped";
+    } else {
+      status.className = `tool-status ${exitCode === 0 ? "ok" : "fail"}`;
+      status.textContent = `exit ${exitCode}`;
+    }
+  }
+
+  function renderTranscript(keepScroll) {
+    const t = state.transcript;
+    const box = byId("transcript");
+    const fromBottom = box.scrollHeight - box.scrollTop;
+    $(".stored", box).replaceChildren(...messageNodes(t.messages));
+    byId("load-older").hidden = t.offset === 0;
+    $(".transcript-empty", box).hidden = t.messages.length > 0 || $(".live", box).childElementCount > 0;
+    box.scrollTop = keepScroll ? box.scrollHeight - fromBottom : box.scrollHeight;
+  }
+
+  async function loadTranscript(sessionId) {
+    const page = await call("messages", sessionId, null, PAGE);
+    if (!page || state.selected !== sessionId) return;
+    state.transcript = {
+      sessionId,
+      messages: page.messages,
+      offset: page.offset,
+      end: page.offset + page.messages.length,
+      tail: Promise.resolve(),
+    };
+    $(".live").replaceChildren();
+    renderTranscript(false);
+  }
+
+  async function loadOlder() {
+    const t = state.transcript;
+    if (!t || t.offset === 0) return;
+    const offset = Math.max(0, t.offset - PAGE);
+    const page = await call("messages", t.sessionId, offset, t.offset - offset);
+    if (!page || state.transcript !== t) return;
+    t.messages = page.messages.concat(t.messages);
+    t.offset = offset;
+    renderTranscript(true);
+  }
+
+  // After a turn: fetch what the store now holds past what we show; drop the live copy.
+  function refetchTail() {
+    const t = state.transcript;
+    if (!t) return;
+    t.tail = t.tail.then(async () => {
+      for (;;) {
+        const page = await quietCall("messages", t.sessionId, t.end, TAIL);
+        if (!page || state.transcript !== t) return;
+        t.messages = t.messages.concat(page.messages);
+        t.end += page.messages.length;
+        if (page.messages.length < TAIL) break;
+      }
+      $(".live").replaceChildren();
+      renderTranscript(false);
+    });
+  }
+
+  function liveAppend(node) {
+    const box = byId("transcript");
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+    $(".live", box).append(node);
+    $(".transcript-empty", box).hidden = true;
+    if (atBottom) box.scrollTop = box.scrollHeight;
+  }
+
+  function onUpdate(params) {
+    if (!state.transcript || params.sessionId !== state.transcript.sessionId) return;
+    const u = params.update;
+    const live = $(".live");
+    const text = u.content && u.content.text;
+    if (u.sessionUpdate === "user_message_chunk") {
+      liveAppend(el("div", { class: "msg user", text }));
+    } else if (u.sessionUpdate === "agent_message_chunk") {
+      const last = live.lastElementChild;
+      if (last && last.classList.contains("streaming")) last.textContent += text;
+      else liveAppend(el("div", { class: "msg agent streaming", "data-testid": "streaming", text }));
+    } else if (u.sessionUpdate === "tool_call") {
+      const last = live.lastElementChild;
+      if (last) last.classList.remove("streaming");
+      liveAppend(toolBlock(u.toolCallId, (u.rawInput && u.rawInput.command) || u.title));
+    } else if (u.sessionUpdate === "tool_call_update") {
+      const block = live.querySelector(`.tool[data-tool-call-id="${CSS.escape(u.toolCallId)}"]`);
+      if (!block) return;
+      if (u._meta && typeof u._meta.output === "string") $(".tool-out", block).textContent += u._meta.output;
+      if (u.content && u.content.length) {
+        const raw = u.rawOutput || {};
+        const output = u.content.map((c) => (c.content && c.content.text) || "").join("");
+        finishTool(block, output, raw.exitCode, Boolean(raw.cancelled));
+      }
+    } else if (u.sessionUpdate === "current_mode_update") {
+      const s = state.sessions.get(params.sessionId);
+      if (s) updateSession({ ...s, mode: u.currentModeId });
+    }
+  }
+
+  // ---- pushed events -----------------------------------------------------------------
+
+  async function onState(p) {
+    const s = state.sessions.get(p.sessionId);
+    if (!s) return refreshList(); // created elsewhere (another page, another client)
+    const wasRunning = s.status === "running";
+    updateSession({ sessionId: p.sessionId, status: p.status, generation: p.generation, lastError: p.lastError });
+    // A turn ended (or streamed text arrived while this page was loading): converge on the store.
+    const streamed = $(".live").childElementCount > 0;
+    if (state.selected === p.sessionId && p.status !== "running" && (wasRunning || streamed)) refetchTail();
+    if (p.status === "error" && p.lastError) showError({ title: "Session error", message: `${s.title}: ${p.lastError}` });
+    const fresh = await quietCall("status", p.sessionId); // endpoint, liveness, interrupted flag
+    if (fresh && state.sessions.has(p.sessionId)) updateSession(fresh);
+  }
+
+  function onHost(event, data) {
+    const info = state.info.sidecar;
+    if (event === "sidecar_exited") {
+      info.state = "restarting";
+      showSidecarBanner("warn", `The sidecar exited (code ${data.code}); restarting it…`);
+    } else if (event === "sidecar_restarted") {
+      Object.assign(info, { state: "running", pid: data.pid, restarts: data.restarts });
+      showSidecarBanner("warn", "The sidecar restarted; sessions were closed and can be resumed.");
+      refreshAll();
+    } else if (event === "sidecar_failed") {
+      info.state = "failed";
+      showSidecarBanner("error", `The sidecar could not be restarted: ${data.reason}`);
+    } else if (event === "sidecar_started") {
+      Object.assign(info, { state: "running", pid: data.pid });
+    }
+    renderSidecar(info);
+  }
+
+  function handle(event) {
+    if (event.type === "notification" && event.method === "_session/state") onState(event.params);
+    else if (event.type === "notification" && event.method === "session/update") onUpdate(event.params);
+    else if (event.type === "host") onHost(event.event, event.data);
+    else if (event.type === "bridge" && event.event === "prompt_failed") showError(event.data.error);
+  }
+
+  // ---- loading and actions -----------------------------------------------------------
+
+  async function refreshList() {
+    const list = await call("list_sessions");
+    if (!list) return;
+    state.sessions = new Map(list.map((s) => [s.sessionId, s]));
+    if (state.selected && !state.sessions.has(state.selected)) {
+      state.selected = null;
+      state.transcript = null;
+    }
+    renderSidebar();
+    renderDetails();
+  }
+
+  async function refreshAll() {
+    await refreshList();
+    if (!state.selected && state.sessions.size) state.selected = state.sessions.keys().next().value;
+    renderSidebar();
+    renderDetails();
+    if (state.selected) await loadTranscript(state.selected);
+  }
+
+  async function select(sessionId) {
+    if (state.selected === sessionId && state.transcript) return;
+    state.selected = sessionId;
+    state.transcript = null;
+    byId("confirm-delete-box").hidden = true;
+    $(".stored").replaceChildren();
+    $(".live").replaceChildren();
+    renderSidebar();
+    renderDetails();
+    await loadTranscript(sessionId);
+  }
+
+  async function createSession(event) {
+    event.preventDefault();
+    clearError();
+    const form = byId("new-session-form");
+    const f = form.elements;
+    const summary = await call("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value);
+    if (!summary) return;
+    form.hidden = true;
+    f.title.value = "";
+    updateSession(summary);
+    await select(summary.sessionId);
+    byId("prompt-input").focus();
+  }
+
+  async function send(event) {
+    if (event) event.preventDefault();
+    clearError();
+    const input = byId("prompt-input");
+    const text = input.value.trim();
+    if (!text || !state.selected) return;
+    input.value = ""; // at once, so typing the next message is never wiped by this answer
+    const result = await call("prompt", state.selected, text);
+    if (!result && !input.value) input.value = text; // refused: give the text back
+  }
+
+  async function lifecycle(action) {
+    clearError();
+    const sessionId = state.selected;
+    if (!sessionId) return;
+    const result = await call(action, sessionId);
+    if (result && result.sessionId) updateSession(result);
+  }
+
+  async function confirmDelete() {
+    clearError();
+    const sessionId = state.selected;
+    byId("confirm-delete-box").hidden = true;
+    if (!sessionId || !(await call("delete", sessionId))) return;
+    state.sessions.delete(sessionId);
+    state.selected = null;
+    state.transcript = null;
+    renderSidebar();
+    renderDetails();
+  }
+
+  async function setMode() {
+    clearError();
+    const s = state.sessions.get(state.selected);
+    const mode = byId("mode-select").value;
+    if (!s || mode === s.mode) return;
+    const ok = await call("set_mode", s.sessionId, mode);
+    updateSession({ ...s, mode: ok ? mode : s.mode });
+  }
+
+  function fillOptions(select, options) {
+    select.replaceChildren(...options.map((o) => el("option", { value: o.id, text: o.name, title: o.description || "" })));
+  }
+
+  function wire() {
+    const form = byId("new-session-form");
+    byId("new-session").addEventListener("click", () => {
+      form.hidden = !form.hidden;
+      if (!form.elements.cwd.value) form.elements.cwd.value = state.info.defaultCwd;
+      if (!form.hidden) form.elements.cwd.focus();
+    });
+    byId("cancel-new").addEventListener("click", () => (form.hidden = true));
+    form.addEventListener("submit", createSession);
+    $(".composer").addEventListener("submit", send);
+    byId("prompt-input").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);
+    });
+    byId("stop").addEventListener("click", () => state.selected && call("cancel", state.selected));
+    byId("close-session").addEventListener("click", () => lifecycle("close"));
+    byId("resume-session").addEventListener("click", () => lifecycle("resume"));
+    byId("delete-session").addEventListener("click", () => (byId("confirm-delete-box").hidden = false));
+    byId("cancel-delete").addEventListener("click", () => (byId("confirm-delete-box").hidden = true));
+    byId("confirm-delete").addEventListener("click", confirmDelete);
+    byId("mode-select").addEventListener("change", setMode);
+    byId("load-older").addEventListener("click", loadOlder);
+    byId("rebuild-ui").addEventListener("click", () => call("rebuild_ui"));
+    document.addEventListener("keydown", (e) => {
+      if (e.ctrlKey && e.shiftKey && (e.code === "KeyR" || e.key === "R" || e.key === "r")) {
+        e.preventDefault();
+        call("rebuild_ui");
+      }
+    });
+    for (const banner of document.querySelectorAll(".banner")) {
+      $(".banner-close", banner).addEventListener("click", () => (banner.hidden = true));
+    }
+  }
+
+  async function boot() {
+    if (state.started) return;
+    state.started = true;
+    wire();
+    state.info = await call("page_ready"); // from here on, pushes arrive (queued until booted)
+    if (!state.info) return;
+    renderSidecar(state.info.sidecar);
+    const modes = state.info.modes;
+    fillOptions(byId("new-mode"), modes);
+    fillOptions(byId("mode-select"), modes);
+    fillOptions(byId("new-backend"), state.info.backends.map((b) => ({ id: b, name: b })));
+    await refreshAll();
+    state.booting = false;
+    for (const event of state.queued.splice(0)) handle(event);
+    document.body.dataset.ready = "true";
+  }
+
+  window.app = {
+    onPush(batch) {
+      for (const event of batch) {
+        if (state.booting) state.queued.push(event);
+        else handle(event);
+      }
+    },
+  };
+
+  if (window.pywebview && window.pywebview.api && window.pywebview.api.page_ready) boot();
+  else window.addEventListener("pywebviewready", boot);
+})();

@@ -1,0 +1,294 @@
+"""Windows inside one `webview.start()`: open, rebuild, close, and push events into pages.
+
+pywebview can run its GUI loop once per process (a second `webview.start()` crashes),
+so "rebuild the UI" never restarts anything: it creates a fresh window from a worker
+thread while the loop runs, waits for its page to load, and only then destroys the old
+one, so there is never a moment with zero windows (which would quit the app).
+
+Sidecar notifications reach a page through a `PagePusher`: a queue and a thread per
+page that batches whatever arrived and hands it to `window.app.onPush([...])`. The
+host's event loop only ever enqueues (never blocks on the GUI thread), and a page
+that is being destroyed can stall only its own pusher, never the next page's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import webview
+from qtpy import QtCore
+from qtpy.QtWidgets import QApplication
+
+log = logging.getLogger(__name__)
+
+UI_INDEX = Path(__file__).resolve().parent / "ui" / "index.html"
+PAGE_LOAD_TIMEOUT = 30.0
+PUSH_BATCH = 200
+T = TypeVar("T")
+
+
+class GuiInvoker(QtCore.QObject):
+    """Runs a callable on the Qt main thread (Qt objects must only be touched there).
+
+    Created on the main thread before `webview.start()`; a signal emitted from any
+    other thread is queued to the main thread's event loop once it runs.
+    """
+
+    requested = QtCore.Signal(object)  # type: ignore[attr-defined]  # qtpy alias, set at runtime
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requested.connect(self._run)
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        fn()
+
+    def call(self, fn: Callable[[], T], timeout: float = 10.0) -> T:
+        """Run `fn` on the GUI thread and return its result (raises what it raised)."""
+        if threading.current_thread() is threading.main_thread():
+            return fn()
+        done = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["value"] = fn()
+            except Exception as exc:  # noqa: BLE001 (handed back to the calling thread)
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        self.requested.emit(run)
+        if not done.wait(timeout):
+            raise TimeoutError("the GUI thread did not run the call in time")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]  # type: ignore[no-any-return]
+
+
+class PagePusher:
+    """Delivers pushed events to one page, in order, in batches, off the host's loop."""
+
+    def __init__(self, window: webview.Window, page_id: str) -> None:
+        self.window = window
+        self.page_id = page_id
+        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._attached = threading.Event()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"push-{page_id}", daemon=True)
+        self._thread.start()
+
+    def attach(self) -> None:
+        """The page is listening; from now on events are queued for it."""
+        self._attached.set()
+
+    def push(self, event: dict[str, Any]) -> None:
+        # Before the page attached, it has not fetched its state yet: nothing to miss.
+        if self._attached.is_set() and not self._stopped.is_set():
+            self._queue.put(event)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            with contextlib.suppress(queue.Empty):
+                while len(batch) < PUSH_BATCH:
+                    item = self._queue.get_nowait()
+                    if item is None:
+                        return
+                    batch.append(item)
+            # json.dumps is a safe JS literal: ensure_ascii escapes U+2028/2029 too.
+            script = f"window.app && window.app.onPush({json.dumps(batch, default=str)})"
+            try:
+                self.window.run_js(script)
+            except Exception:  # noqa: BLE001 (a page going away must not kill the pusher)
+                log.debug("push to page %s failed", self.page_id, exc_info=True)
+
+
+@dataclass
+class Page:
+    page_id: str
+    window: webview.Window
+    pusher: PagePusher
+
+
+ApiFactory = Callable[[str], Any]
+
+
+class WindowManager:
+    """Owns the app's window(s): the first one, rebuilds, pushes, and quitting."""
+
+    def __init__(self, api_factory: ApiFactory, title: str, size: tuple[int, int]) -> None:
+        self._api_factory = api_factory
+        self._title = title
+        self._size = size
+        self._ids = itertools.count(1)
+        self._pages: dict[str, Page] = {}
+        self._current: Page | None = None
+        self._early_attach: set[str] = set()
+        self._lock = threading.Lock()
+        self._rebuild_lock = threading.Lock()
+        self.gui = GuiInvoker()
+        self.rebuilds = 0
+
+    # ---- windows ------------------------------------------------------------------------
+
+    @property
+    def current(self) -> webview.Window:
+        with self._lock:
+            if self._current is None:
+                raise RuntimeError("no window is open")
+            return self._current.window
+
+    def open_first(self) -> webview.Window:
+        """The window `webview.start()` will show (call on the main thread, before start)."""
+        return self._open(None).window
+
+    def _open(self, geometry: tuple[int, int, int, int] | None) -> Page:
+        page_id = f"page{next(self._ids)}"
+        width, height = self._size
+        x = y = None
+        if geometry is not None:
+            x, y, width, height = geometry
+        window = webview.create_window(
+            self._title,
+            str(UI_INDEX),
+            js_api=self._api_factory(page_id),
+            width=width,
+            height=height,
+            x=x,
+            y=y,
+            min_size=(760, 480),
+            background_color="#F6F7F9",
+            text_select=True,
+        )
+        if window is None:
+            raise RuntimeError("pywebview refused to create the window")
+        page = Page(page_id, window, PagePusher(window, page_id))
+        window.events.closed += lambda: self._forget(page)
+        with self._lock:
+            self._pages[page_id] = page
+            self._current = page
+            early = page_id in self._early_attach
+        if early:
+            page.pusher.attach()
+        return page
+
+    def _forget(self, page: Page) -> None:
+        page.pusher.stop()
+        with self._lock:
+            self._pages.pop(page.page_id, None)
+            if self._current is page:
+                self._current = next(iter(self._pages.values()), None)
+
+    def rebuild(self) -> None:
+        """Replace the window with a fresh one and a fresh page; sessions are untouched.
+
+        Runs on a worker thread (pywebview creates windows at runtime only from one).
+        """
+        with self._rebuild_lock:
+            with self._lock:
+                old = self._current
+            if old is None:
+                return
+            started = time.monotonic()
+            self.gui.call(_keep_running_without_windows)
+            new = self._open(self._geometry(old.window))
+            if not new.window.events.loaded.wait(PAGE_LOAD_TIMEOUT):
+                # Keep the page that works rather than swap it for a blank one.
+                log.error(
+                    "the new window did not load in %.0f s; keeping the old", PAGE_LOAD_TIMEOUT
+                )
+                self._forget(new)  # the old page becomes current again
+                new.window.destroy()
+                return
+            self._forget(old)
+            old.window.destroy()
+            self.rebuilds += 1
+            log.info(
+                "UI rebuilt: %s -> %s in %.2f s",
+                old.page_id,
+                new.page_id,
+                time.monotonic() - started,
+            )
+
+    def _geometry(self, window: webview.Window) -> tuple[int, int, int, int] | None:
+        """Where the old window is (frame included, as `move` expects), so the new one
+        opens in the same place and size instead of jumping to the screen's centre."""
+        native = window.native
+        if native is None:
+            return None
+
+        def read() -> tuple[int, int, int, int]:
+            frame = native.frameGeometry()
+            return frame.x(), frame.y(), native.width(), native.height()
+
+        try:
+            return self.gui.call(read)
+        except (RuntimeError, TimeoutError):  # a window mid-teardown: default place
+            log.debug("could not read the old window's geometry", exc_info=True)
+            return None
+
+    def close_all(self) -> None:
+        """Close every window, as a user closing the last one would: the app quits."""
+        with self._lock:
+            pages = list(self._pages.values())
+        for page in pages:
+            page.window.destroy()
+
+    def request_quit(self) -> bool:
+        """Leave the GUI loop (from a signal handler, on the main thread); False if no loop.
+
+        Posted rather than called: `quit()` before `exec()` runs would be a no-op.
+        """
+        app = QApplication.instance()
+        if app is None:
+            return False
+        QtCore.QTimer.singleShot(0, app.quit)
+        return True
+
+    # ---- pushes -------------------------------------------------------------------------
+
+    def attach(self, page_id: str) -> None:
+        """The page called `page_ready`: start pushing to it."""
+        with self._lock:
+            page = self._pages.get(page_id)
+            if page is None:  # it loaded before `_open` had registered it
+                self._early_attach.add(page_id)
+        if page is not None:
+            page.pusher.attach()
+        log.info("page %s ready", page_id)
+
+    def push(self, event: dict[str, Any]) -> None:
+        """Queue an event for every open page (thread-safe, never blocks)."""
+        with self._lock:
+            pages = list(self._pages.values())
+        for page in pages:
+            page.pusher.push(event)
+
+    def stop_pushing(self) -> None:
+        with self._lock:
+            pages = list(self._pages.values())
+        for page in pages:
+            page.pusher.stop()
+
+
+def _keep_running_without_windows() -> None:
+    # Belt and braces: Qt must not quit if, for a moment, no window is visible.
+    QApplication.setQuitOnLastWindowClosed(False)

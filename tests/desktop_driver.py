@@ -1,0 +1,457 @@
+"""Runs the real desktop app in this process and drives its page: one scenario per run.
+
+`webview.start()` can run only once per process, so tests/test_desktop_window.py starts
+this file as a subprocess per scenario:
+
+    python tests/desktop_driver.py SCENARIO --data-dir D --workspace W [--artifacts DIR]
+
+It starts a private 24-bit Xvfb (WebEngine crashes on 16-bit), runs `DesktopApp` with the
+scenario on pywebview's worker thread, drives the page with `evaluate_js` (clicks by
+data-testid, fills inputs, waits with a bounded poll -- polling is fine in a test), and
+prints one line `RESULT {json}` with what it observed; the pytest side asserts on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from desktop.app import AppOptions, DesktopApp, exit_when_threads_finish  # noqa: E402
+from protocol.methods import Method  # noqa: E402
+
+WAIT = 20.0
+SEL = "document.querySelector"
+
+
+@contextlib.contextmanager
+def xvfb(size: str = "1280x860x24") -> Iterator[str]:
+    """A private X server; -displayfd lets Xvfb pick a free display number itself."""
+    read_fd, write_fd = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", size, "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        number = pipe.readline().strip()
+    if not number.isdigit():
+        server.kill()
+        raise RuntimeError(f"Xvfb did not start (exit code {server.wait()})")
+    display = f":{number}"
+    try:
+        yield display
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+class Page:
+    """The current window's page, driven from the scenario thread."""
+
+    def __init__(self, app: DesktopApp) -> None:
+        self.app = app
+
+    def js(self, script: str) -> Any:
+        return self.app.windows.current.evaluate_js(script)
+
+    def wait(self, script: str, what: str, timeout: float = WAIT) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                value = self.js(script)
+            except Exception:  # the window is being swapped: try again
+                value = None
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                banner = self.js(f"{SEL}('[data-testid=error-banner]').innerText")
+                raise TimeoutError(f"timed out waiting for {what}; error banner: {banner!r}")
+            time.sleep(0.1)
+
+    def ready(self) -> None:
+        self.wait("document.body.dataset.ready === 'true'", "the page to load")
+
+    def el(self, testid: str, session_id: str | None = None) -> str:
+        scope = f'[data-session-id="{session_id}"] ' if session_id else ""
+        return f"{SEL}('{scope}[data-testid=\"{testid}\"]')"
+
+    def click(self, testid: str, session_id: str | None = None) -> None:
+        el = self.el(testid, session_id)
+        self.wait(f"{el} && !{el}.disabled && !{el}.closest('[hidden]')", f"{testid} enabled")
+        self.js(f"{el}.click()")
+
+    def fill(self, testid: str, value: str) -> None:
+        el = self.el(testid)
+        self.js(f"{el}.value = {json.dumps(value)}; {el}.dispatchEvent(new Event('change'))")
+
+    def send(self, text: str) -> None:
+        self.fill("prompt-input", text)
+        self.click("send")
+
+    def text(self, testid: str, session_id: str | None = None) -> str:
+        return str(self.js(f"({self.el(testid, session_id)} || {{}}).innerText || ''"))
+
+    def wait_text(self, testid: str, needle: str, timeout: float = WAIT) -> None:
+        script = f"({self.el(testid)} || {{}}).innerText"
+        self.wait(f"({script} || '').includes({json.dumps(needle)})", f"{needle!r}", timeout)
+
+    def item(self, session_id: str) -> dict[str, Any]:
+        return {
+            "status": self.text("session-status", session_id),
+            "generation": self.text("session-generation", session_id),
+            "interrupted": bool(self.js(f"!!{self.el('session-interrupted', session_id)}")),
+        }
+
+    def wait_item(self, session_id: str, status: str, generation: int | None = None) -> None:
+        status_el = self.el("session-status", session_id)
+        cond = f"{status_el} && {status_el}.innerText === '{status}'"
+        if generation is not None:
+            gen_el = self.el("session-generation", session_id)
+            cond += f" && {gen_el}.innerText === 'gen {generation}'"
+        self.wait(cond, f"session {session_id} {status} (generation {generation})")
+
+    def item_el(self, session_id: str) -> str:
+        return f'{SEL}(\'[data-testid="session-item"][data-session-id="{session_id}"]\')'
+
+    def select(self, session_id: str) -> None:
+        self.wait(self.item_el(session_id), f"session {session_id} in the sidebar")
+        self.js(f"{self.item_el(session_id)}.click()")
+        self.wait(f"{self.el('detail-id')}.innerText === '{session_id}'", "the selection")
+
+    def snapshot(self, session_id: str) -> dict[str, Any]:
+        """What the page shows for a session: sidebar item and details."""
+        return {
+            "ids": self.session_ids(),
+            **self.item(session_id),
+            "detail_generation": self.text("detail-generation"),
+            "endpoint": self.text("session-endpoint"),
+        }
+
+    def visible(self, testid: str) -> bool:
+        return bool(self.js(f"!!{self.el(testid)} && !{self.el(testid)}.hidden"))
+
+    def session_ids(self) -> list[str]:
+        script = "[...document.querySelectorAll('[data-testid=session-item]')].map(e => e.dataset.sessionId)"
+        return list(self.js(script) or [])
+
+    def create_session(self, cwd: str, title: str) -> str:
+        before = set(self.session_ids())
+        self.click("new-session")
+        self.fill("new-cwd", cwd)
+        self.fill("new-title", title)
+        self.click("create-session")
+        self.wait(
+            f"document.querySelectorAll('[data-testid=session-item]').length > {len(before)}",
+            "new item",
+        )
+        (session_id,) = set(self.session_ids()) - before
+        self.wait_item(session_id, "idle", 1)
+        return session_id
+
+    def rebuild(self, trigger: str) -> float:
+        old = self.app.windows.current
+        started = time.monotonic()
+        self.js(trigger)
+        deadline = time.monotonic() + WAIT
+        while self.app.windows.current is old or not old.events.closed.is_set():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the UI was not rebuilt")
+            time.sleep(0.05)
+        self.ready()
+        return round(time.monotonic() - started, 2)
+
+    def screenshot(self, path: Path) -> str:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        time.sleep(0.6)  # let the compositor paint the last DOM change
+        window = self.app.windows.current
+        saved = self.app.windows.gui.call(lambda: window.native.grab().save(str(path)))
+        return str(path) if saved else ""
+
+    def host(self, method: str, params: dict[str, Any]) -> Any:
+        return self.app.host_thread.call(self.app.host.request(method, params), WAIT)
+
+
+def http_status(summary: dict[str, Any]) -> dict[str, Any]:
+    http = summary["http"]
+    request = urllib.request.Request(
+        http["url"] + "/agent/status", headers={"Authorization": f"Bearer {http['token']}"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return {"code": response.status, "body": json.loads(response.read())}
+
+
+Scenario = Callable[[Page, argparse.Namespace], dict[str, Any]]
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(fn: Scenario) -> Scenario:
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+# ---- scenarios ----------------------------------------------------------------------
+
+
+@scenario
+def prompt(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """Create a session from the page, talk to it, run a command, hit busy, page back."""
+    page.ready()
+    sid = page.create_session(args.workspace, "Demo session")
+    page.send("hello desktop")
+    page.wait_text("transcript", "Echo: hello desktop")
+    page.send("$ echo tool-output-42; sleep 1; echo second line")
+    live_out = "(document.querySelector('.live [data-testid=tool-output]') || {}).innerText || ''"
+    page.wait(f"({live_out}).includes('tool-output-42')", "streamed command output")
+    streamed = {"output": page.js(live_out), "status": page.item(sid)["status"]}
+    page.wait_text("transcript", "exited with status 0")
+    page.wait(f"{page.el('tool-status')}.innerText === 'exit 0'", "the tool's exit status")
+    tool = {k: page.text(f"tool-{k}") for k in ("command", "status", "output")}
+    page.send("/sleep 2 nap")
+    page.wait_item(sid, "running")
+    page.send("are you there?")
+    page.wait(f"!{page.el('error-banner')}.hidden", "the busy error")
+    busy = {
+        "code": page.js(f"{page.el('error-banner')}.dataset.code"),
+        "text": page.text("error-banner"),
+    }
+    page.wait_text("transcript", "Slept 2 s. nap")
+    page.wait_item(sid, "idle")
+    page.js(f"{page.el('error-banner')}.querySelector('.banner-close').click()")
+
+    # Paging: a long session made by another client of the same sidecar.
+    other = page.host(Method.SESSION_NEW, {"cwd": args.workspace, "_meta": {"title": "Long one"}})
+    long_id = other["sessionId"]
+    for i in range(30):
+        prompt = [{"type": "text", "text": f"message {i}"}]
+        page.host(Method.SESSION_PROMPT, {"sessionId": long_id, "prompt": prompt})
+    page.select(long_id)
+    count = "document.querySelectorAll('.stored .msg').length"
+    page.wait(f"{count} === 50", "the newest page")
+    paging = {"first_page": page.js(count), "older_button": page.visible("load-older")}
+    page.click("load-older")
+    page.wait(f"{count} === 60", "the older page")
+    paging.update(all=page.js(count), older_button_after=page.visible("load-older"))
+    paging["first_message"] = page.js("document.querySelector('.stored .msg').innerText")
+
+    # For the screenshot: one closed session and one running, so every badge shows.
+    page.host(Method.SESSION_CLOSE, {"sessionId": long_id})
+    busy_id = page.host(Method.SESSION_NEW, {"cwd": args.workspace, "_meta": {"title": "Build"}})
+    prompt = [{"type": "text", "text": "/sleep 5 built"}]
+    page.app.host_thread.submit(
+        page.app.host.request(
+            Method.SESSION_PROMPT, {"sessionId": busy_id["sessionId"], "prompt": prompt}
+        )
+    )
+    page.wait_item(busy_id["sessionId"], "running")
+    page.wait_item(long_id, "closed")
+    page.select(sid)
+    page.wait_text("transcript", "Slept 2 s. nap")
+    page.fill("prompt-input", "")  # the refused prompt was handed back; not for the picture
+    shot = page.screenshot(Path(args.artifacts) / "desktop.png")
+    return {
+        "session_id": sid,
+        "transcript": page.text("transcript"),
+        "tool": tool,
+        "streamed": streamed,
+        "busy": busy,
+        "paging": paging,
+        "screenshot": shot,
+    }
+
+
+@scenario
+def rebuild(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """Rebuild the UI mid-turn: same sessions, same runtime, the answer lands in the new page."""
+    import webview
+
+    page.ready()
+    sid = page.create_session(args.workspace, "Slow turn")
+    page.send("/sleep 4 slow answer")
+    page.wait_item(sid, "running")
+    summary = page.host(Method.STATUS, {"sessionId": sid})
+    before = page.snapshot(sid)
+    old = page.app.windows.current
+    seconds = page.rebuild(f"{page.el('rebuild-ui')}.click()")
+    page.select(sid)
+    after = page.snapshot(sid)
+    http = http_status(summary)  # the old page's listener, same port and token
+    page.wait_text("transcript", "Slept 4 s. slow answer", timeout=15)
+    final = page.host(Method.STATUS, {"sessionId": sid})
+    return {
+        "session_id": sid,
+        "host_before": {"generation": summary["generation"], "url": summary["http"]["url"]},
+        "host_after": {"generation": final["generation"], "url": final["http"]["url"]},
+        "page_before": before,
+        "page_after": after,
+        "http": {
+            "code": http["code"],
+            "sessionId": http["body"]["sessionId"],
+            "status": http["body"]["status"],
+        },
+        "rebuild_seconds": seconds,
+        "old_window_closed": old.events.closed.is_set(),
+        "windows_open": len(webview.windows),
+        "new_page_transcript": page.text("transcript"),
+    }
+
+
+@scenario
+def lifecycle(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """Close, resume, mode switch and delete (with its in-page confirmation) from the page."""
+    page.ready()
+    sid = page.create_session(args.workspace, "Lifecycle")
+    page.send("first message")
+    page.wait_text("transcript", "Echo: first message")
+    seen: dict[str, Any] = {"session_id": sid}
+    page.click("delete-session")
+    page.click("confirm-delete")  # refused: the session is live
+    page.wait(f"!{page.el('error-banner')}.hidden", "the live error")
+    seen["delete_live"] = {
+        "code": page.js(f"{page.el('error-banner')}.dataset.code"),
+        "text": page.text("error-banner"),
+    }
+    page.click("close-session")
+    page.wait_item(sid, "closed", 1)
+    seen["closed"] = page.snapshot(sid)
+    page.click("resume-session")
+    page.wait_item(sid, "idle", 2)
+    page.wait(f"{page.el('session-endpoint')}.innerText.startsWith('http://')", "the new endpoint")
+    seen["resumed"] = page.snapshot(sid)
+    page.send("second message")
+    page.wait_text("transcript", "Echo: second message")
+    page.send("/sleep 30 stop me")
+    page.wait_item(sid, "running")
+    page.click("stop")
+    page.wait_item(sid, "idle", 2)
+    seen["stopped"] = page.host(Method.STATUS, {"sessionId": sid})["status"]
+    page.js(f"{page.el('mode-select')}.value = 'plan'")
+    page.js(f"{page.el('mode-select')}.dispatchEvent(new Event('change'))")
+    page.wait(f"{page.el('mode-select')}.value === 'plan'", "plan mode")
+    seen["mode"] = page.host(Method.STATUS, {"sessionId": sid})["mode"]
+    seen["transcript"] = page.text("transcript")
+    page.click("close-session")
+    page.wait_item(sid, "closed", 2)
+    page.click("delete-session")
+    seen["confirm_shown"] = page.visible("confirm-delete-box")
+    page.click("cancel-delete")
+    seen["kept_after_cancel"] = sid in page.session_ids()
+    page.click("delete-session")
+    page.click("confirm-delete")
+    page.wait(f"!{page.item_el(sid)}", "the item to go")
+    listed = page.host(Method.SESSION_LIST, {})["sessions"]
+    seen["listed_after_delete"] = [s["sessionId"] for s in listed]
+    shortcut = "new KeyboardEvent('keydown', {key: 'R', code: 'KeyR', ctrlKey: true, shiftKey: true, bubbles: true})"
+    seen["shortcut_rebuild_seconds"] = page.rebuild(f"document.dispatchEvent({shortcut})")
+    seen["ids_after_rebuild"] = page.session_ids()
+    return seen
+
+
+@scenario
+def sidecar_kill(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """SIGKILL the sidecar under a live window: banner, restart, closed + resumable, intact."""
+    page.ready()
+    survivor = page.create_session(args.workspace, "Survivor")
+    page.send("before the crash")
+    page.wait_text("transcript", "Echo: before the crash")
+    victim = page.create_session(args.workspace, "Interrupted")
+    page.send("/sleep 30 never")
+    page.wait_item(victim, "running")
+    old_pid = page.app.host.pid
+    os.kill(old_pid, signal.SIGKILL)
+    page.wait(f"!{page.el('sidecar-banner')}.hidden", "the sidecar banner")
+    page.wait(
+        f"{page.el('sidecar-state')}.dataset.state === 'running' && {page.el('sidecar-state')}.dataset.pid !== '{old_pid}'",
+        "the new sidecar",
+    )
+    page.wait_item(survivor, "closed", 1)
+    page.wait_item(victim, "closed", 1)
+    seen: dict[str, Any] = {
+        "old_pid": old_pid,
+        "new_pid": page.app.host.pid,
+        "pill_pid": page.js(f"{page.el('sidecar-state')}.dataset.pid"),
+        "banner": page.text("sidecar-banner"),
+        "survivor_after_restart": page.item(survivor),
+        "victim_after_restart": page.item(victim),
+    }
+    page.wait(f"!!{page.el('note-interrupted')}", "the interrupted marker in the transcript")
+    page.select(survivor)
+    page.wait_text("transcript", "Echo: before the crash")
+    page.click("resume-session")
+    page.wait_item(survivor, "idle", 2)
+    page.send("after the crash")
+    page.wait_text("transcript", "Echo: after the crash")
+    seen["survivor_resumed"] = page.snapshot(survivor)
+    seen["transcript"] = page.text("transcript")
+    return seen
+
+
+@scenario
+def sigterm(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """SIGTERM mid-turn: the app quits, closing the session cleanly (not interrupted)."""
+    page.ready()
+    sid = page.create_session(args.workspace, "Terminated")
+    page.send("/sleep 30 cut short")
+    page.wait_item(sid, "running")
+    os.kill(os.getpid(), signal.SIGTERM)
+    return {"session_id": sid, "quit_by_signal": True}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--workspace", required=True)
+    parser.add_argument("--artifacts", default="test-artifacts")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    result: dict[str, Any] = {"error": None, "sidecar_pids": []}
+    with xvfb() as display:
+        os.environ["DISPLAY"] = display
+        app = DesktopApp(
+            AppOptions(sidecar_args=["--data-dir", args.data_dir], default_cwd=args.workspace)
+        )
+        app.host.on_host_event(
+            lambda kind, data: (
+                result["sidecar_pids"].append(data["pid"]) if data.get("pid") else None
+            )
+        )
+
+        def run(app: DesktopApp) -> None:
+            started = time.monotonic()
+            page = Page(app)
+            quit_by_window = True
+            try:
+                observed = SCENARIOS[args.scenario](page, args)
+                quit_by_window = not observed.pop("quit_by_signal", False)
+                result.update(observed)
+            except Exception:
+                result["error"] = traceback.format_exc()
+            result["scenario_seconds"] = round(time.monotonic() - started, 2)
+            if quit_by_window:
+                app.windows.close_all()  # as the user closing the last window
+
+        started = time.monotonic()
+        result["exit_code"] = app.run(run)
+        result["total_seconds"] = round(time.monotonic() - started, 2)
+    print("RESULT " + json.dumps(result), flush=True)
+    return exit_when_threads_finish(0)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    raise SystemExit(main())
