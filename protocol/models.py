@@ -63,6 +63,8 @@ class SessionSummary(WireModel):
     last_error: str | None
     interrupted: bool
     forked_from: str | None = None
+    # Set when another live sidecar process runs this session (it holds the lease).
+    held_by: str | None = None
     created_at: str
     updated_at: str
     http: HttpEndpoint | None

@@ -46,7 +46,7 @@ async def run(config: Config) -> int:
         on_event=on_event,
         context_budget=config.context_budget,
     )
-    manager = SessionManager(deps)
+    manager = SessionManager(deps, lease_ttl=config.lease_ttl)
     manager.model_name = lambda: model_name(config)
     stop = asyncio.Event()
     AcpHandlers(manager, server, stop.set).register_all()
@@ -56,6 +56,7 @@ async def run(config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
 
     reconciled = manager.reconcile()
+    manager.start_lease_renewal()
     log.info(
         "sidecar ready: store=%s data_dir=%s provider=%s reconciled=%d",
         config.store,

@@ -29,6 +29,7 @@ class Config:
     base_url: str | None
     limits: CommandLimits
     context_budget: int
+    lease_ttl: float
     log_level: str
 
 
@@ -75,10 +76,18 @@ def parse_args(argv: list[str] | None = None) -> Config:
     parser.add_argument(
         "--kill-grace", type=float, default=2.0, help="seconds between SIGTERM and SIGKILL"
     )
+    parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=15.0,
+        help="seconds a session's lease lasts without renewal (renewed every third of it)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     if args.tool_timeout <= 0 or args.tool_output_cap <= 0 or args.tool_stream_cap <= 0:
         parser.error("--tool-timeout, --tool-output-cap and --tool-stream-cap must be positive")
+    if args.lease_ttl <= 0:
+        parser.error("--lease-ttl must be positive")
     if args.context_budget < 0:
         parser.error("--context-budget must be >= 0")
     if args.kill_grace < 0 or args.interrupt_grace < 0:
@@ -97,6 +106,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
             kill_grace=args.kill_grace,
         ),
         context_budget=args.context_budget,
+        lease_ttl=args.lease_ttl,
         log_level=args.log_level.upper(),
     )
 

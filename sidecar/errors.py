@@ -7,6 +7,7 @@ or HTTP.
     ├── SessionNotFound
     ├── SessionBusy           a turn is running (turn lock)
     ├── RuntimeLive           the session has a live runtime (resume, delete)
+    │   └── LeaseHeld         ... in another sidecar process, which holds its lease
     ├── SessionNotLive        the operation needs a live runtime
     ├── InvalidState          the state machine refuses the transition
     ├── StaleGeneration       a fenced write from a superseded runtime
@@ -48,6 +49,19 @@ class RuntimeLive(SidecarError):
         hint = "close it first" if action == "delete" else "it is already live"
         super().__init__(f"cannot {action} session {session_id}: it has a live runtime; {hint}")
         self.session_id = session_id
+
+
+class LeaseHeld(RuntimeLive):
+    """Live in another sidecar process: one writer per session, across processes."""
+
+    def __init__(self, session_id: str, action: str, holder: str) -> None:
+        SidecarError.__init__(
+            self,
+            f"cannot {action} session {session_id}: it is live in another sidecar ({holder}); "
+            "close it there, or wait until that process is gone or its lease expires",
+        )
+        self.session_id = session_id
+        self.holder = holder
 
 
 class SessionNotLive(SidecarError):

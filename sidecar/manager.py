@@ -14,13 +14,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from sidecar import lease
 from sidecar.agent.turn import TurnOutcome
 from sidecar.errors import (
     InvalidInput,
     InvalidState,
+    LeaseHeld,
     RuntimeLive,
     SessionNotLive,
     ShuttingDown,
+    SidecarError,
 )
 from sidecar.events import STATE, Event
 from sidecar.records import (
@@ -55,11 +58,14 @@ def validate_new(cwd: Any, mode: Any, backend: Any, title: Any) -> None:
 
 
 class SessionManager:
-    def __init__(self, deps: RuntimeDeps) -> None:
+    def __init__(self, deps: RuntimeDeps, *, lease_ttl: float = 15.0) -> None:
         self._deps = deps
         self._store = deps.store
         self._runtimes: dict[str, SessionRuntime] = {}
         self._shutting_down = False
+        self.owner = lease.this_process().encode()
+        self.lease_ttl = lease_ttl
+        self._renewal: asyncio.Task[None] | None = None
         self.model_name: Callable[[], str | None] = lambda: None
 
     # ---- queries -------------------------------------------------------------------------
@@ -75,6 +81,7 @@ class SessionManager:
         live = runtime is not None and not runtime.closed
         return build_summary(
             record,
+            held_by=self._holder(record),
             live=live,
             url=runtime.url if runtime else None,
             token=runtime.token if runtime else None,
@@ -98,9 +105,63 @@ class SessionManager:
 
     # ---- lifecycle -----------------------------------------------------------------------
 
+    # ---- leases --------------------------------------------------------------------------
+
+    def _expiry(self) -> float:
+        return now() + self.lease_ttl
+
+    def _orphaned(self, record: SessionRecord) -> bool:
+        """Live-looking, but no process runs it: none of ours, and its lease holder is gone."""
+        return record.session_id not in self._runtimes and lease.holder_gone(
+            record.lease_owner, record.lease_expires, now()
+        )
+
+    def _holder(self, record: SessionRecord) -> str | None:
+        """Who else runs this session right now, if another live sidecar does."""
+        if record.status not in LIVE_STATES or record.lease_owner in (None, self.owner):
+            return None
+        if lease.holder_gone(record.lease_owner, record.lease_expires, now()):
+            return None
+        return lease.describe(record.lease_owner)
+
+    def _claimable(self, session_id: str, action: str) -> SessionRecord:
+        """The record, with any orphaned live state reconciled; LeaseHeld if a live
+        sidecar elsewhere runs it."""
+        record = self._store.get(session_id)
+        if record.status in LIVE_STATES and session_id not in self._runtimes:
+            holder = self._holder(record)
+            if holder is not None:
+                raise LeaseHeld(session_id, action, holder)
+            self._store.reconcile_orphans(
+                lambda r: r.session_id == session_id and self._orphaned(r)
+            )
+            record = self._store.get(session_id)
+        return record
+
+    async def renew_leases_forever(self) -> None:
+        """Renew every lease this process holds, all in one statement, every ttl/3. A
+        session another process took over meanwhile loses its runtime here, unwritten."""
+        while True:
+            await asyncio.sleep(self.lease_ttl / 3)
+            try:
+                held = self._store.renew_leases(self.owner, self._expiry())
+            except SidecarError as exc:
+                log.error("renewing leases failed: %s", exc)
+                continue
+            for session_id, runtime in list(self._runtimes.items()):
+                if session_id not in held and not runtime.closed:
+                    log.warning("session %s was taken over elsewhere; stopping here", session_id)
+                    runtime.superseded = True
+                    asyncio.create_task(self.close(session_id))
+
+    def start_lease_renewal(self) -> None:
+        if self._renewal is None:
+            self._renewal = asyncio.create_task(self.renew_leases_forever(), name="leases")
+
     def reconcile(self) -> list[SessionRecord]:
-        """Start-up: no runtime exists yet, so every live-looking record is an orphan."""
-        changed = self._store.reconcile_orphans()
+        """Start-up: records left live by processes that are gone become closed; those a
+        live sidecar elsewhere holds are left alone."""
+        changed = self._store.reconcile_orphans(self._orphaned)
         for record in changed:
             log.info(
                 "reconciled session %s: closed%s",
@@ -126,6 +187,8 @@ class SessionManager:
             created_at=created,
             updated_at=created,
             model=self.model_name(),
+            lease_owner=self.owner,
+            lease_expires=self._expiry(),
         )
         self._store.insert(record)
         return await self._start(record)
@@ -134,7 +197,7 @@ class SessionManager:
         self._refuse_if_shutting_down()
         if session_id in self._runtimes:
             raise RuntimeLive(session_id, "resume")
-        record = self._store.get(session_id)
+        record = self._claimable(session_id, "resume")
         if record.status is SessionState.ERROR:
             # error -> closing -> closed -> resume: the table's path, with no runtime to stop.
             record = self._close_without_runtime(record)
@@ -143,7 +206,9 @@ class SessionManager:
         check_transition(session_id, record.status, SessionState.CREATING)
         if session_id in self._runtimes:  # re-check: nothing above awaited, but stay explicit
             raise RuntimeLive(session_id, "resume")
-        record = self._store.begin_generation(session_id, record.generation)
+        record = self._store.begin_generation(
+            session_id, record.generation, lease_owner=self.owner, lease_expires=self._expiry()
+        )
         return await self._start(record)
 
     async def _start(self, record: SessionRecord) -> dict[str, Any]:
@@ -167,7 +232,7 @@ class SessionManager:
                 if self._runtimes.get(session_id) is runtime:
                     del self._runtimes[session_id]
             return self.summary(session_id)
-        record = self._store.get(session_id)
+        record = self._claimable(session_id, "close")
         if record.status is SessionState.CLOSED:
             return self._summarize(record)  # idempotent: nothing changes
         if record.status is SessionState.ERROR:
@@ -180,7 +245,13 @@ class SessionManager:
         check_transition(record.session_id, record.status, SessionState.CLOSING)
         record = self._store.update(record.session_id, record.generation, status="closing")
         check_transition(record.session_id, record.status, SessionState.CLOSED)
-        record = self._store.update(record.session_id, record.generation, status="closed")
+        record = self._store.update(
+            record.session_id,
+            record.generation,
+            status="closed",
+            lease_owner=None,
+            lease_expires=None,
+        )
         self._deps.on_event(record.session_id, self._state_event(record))
         return record
 
@@ -208,6 +279,8 @@ class SessionManager:
             updated_at=created,
             model=source.model,
             forked_from=session_id,
+            lease_owner=self.owner,
+            lease_expires=self._expiry(),
             context_from=source.context_from if keeps_summary else 0,
             summary_index=source.summary_index if keeps_summary else None,
         )
@@ -216,7 +289,7 @@ class SessionManager:
     async def forget(self, session_id: str) -> None:
         if session_id in self._runtimes:
             raise RuntimeLive(session_id, "delete")
-        record = self._store.get(session_id)
+        record = self._claimable(session_id, "delete")
         if record.status in LIVE_STATES:
             raise RuntimeLive(session_id, "delete")
         self._store.delete(session_id)
@@ -250,6 +323,8 @@ class SessionManager:
     async def shutdown(self) -> None:
         """Close every live runtime (records kept). Used on stdin EOF, signals, _sidecar/shutdown."""
         self._shutting_down = True
+        if self._renewal is not None:
+            self._renewal.cancel()
         # Loop: a create or resume already in flight may register one more runtime.
         while ids := list(self._runtimes):
             results = await asyncio.gather(*(self.close(i) for i in ids), return_exceptions=True)

@@ -92,5 +92,7 @@ UPDATABLE_FIELDS: Final[frozenset[str]] = frozenset(
         "model",
         "context_from",
         "summary_index",
+        "lease_owner",
+        "lease_expires",
     }
 )

@@ -129,7 +129,12 @@ class SessionRuntime:
             log.warning("session %s: runtime failed to start: %s", self.session_id, exc)
             await self._release()
             reason = str(exc) or type(exc).__name__
-            self._transition(SessionState.ERROR, last_error=f"runtime failed to start: {reason}")
+            self._transition(
+                SessionState.ERROR,
+                last_error=f"runtime failed to start: {reason}",
+                lease_owner=None,
+                lease_expires=None,
+            )
             raise RuntimeFailed(self.session_id, reason) from exc
         if self.closed:
             # Closed while the listener was being opened: close owns the state; free what
@@ -167,7 +172,7 @@ class SessionRuntime:
             self.events.close()
         if writable and failure is None:
             try:
-                self._transition(SessionState.CLOSED)
+                self._transition(SessionState.CLOSED, lease_owner=None, lease_expires=None)
             except StaleGeneration:
                 pass
             except StoreError as exc:

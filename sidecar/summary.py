@@ -15,6 +15,7 @@ from sidecar.records import SessionRecord, iso
 def build_summary(
     record: SessionRecord,
     *,
+    held_by: str | None = None,
     live: bool,
     url: str | None,
     token: str | None,
@@ -37,6 +38,7 @@ def build_summary(
         last_error=record.last_error,
         interrupted=record.interrupted,
         forked_from=record.forked_from,
+        held_by=held_by,
         created_at=iso(record.created_at),
         updated_at=iso(record.updated_at),
         http=http,

@@ -14,7 +14,7 @@ Rules every implementation keeps (the contract suite in tests/ checks them):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from sidecar.records import SessionRecord
@@ -42,9 +42,21 @@ class SessionStore(Protocol):
     def update(self, session_id: str, generation: int, **changes: Any) -> SessionRecord:
         """Fenced change of UPDATABLE_FIELDS; sets updated_at. Returns the new record."""
 
-    def begin_generation(self, session_id: str, expected_generation: int) -> SessionRecord:
+    def begin_generation(
+        self,
+        session_id: str,
+        expected_generation: int,
+        *,
+        lease_owner: str | None = None,
+        lease_expires: float | None = None,
+    ) -> SessionRecord:
         """Resume: compare-and-set generation+1, status creating, last_error cleared,
-        interrupted kept. Raises StaleGeneration if the generation moved meanwhile."""
+        interrupted kept, and the lease set to the new runtime's process, in one
+        transaction. Raises StaleGeneration if the generation moved meanwhile."""
+
+    def renew_leases(self, owner: str, expires: float) -> set[str]:
+        """Extend every lease `owner` holds; returns the ids it still holds (one statement
+        for all of them, whatever their number)."""
 
     def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
         """Fenced append; returns the message's index (0-based) in the transcript."""
@@ -60,10 +72,12 @@ class SessionStore(Protocol):
     def delete(self, session_id: str) -> None:
         """Remove record and transcript in one transaction. Raises SessionNotFound."""
 
-    def reconcile_orphans(self) -> list[SessionRecord]:
-        """At start-up: every record in a live state belongs to a process that is gone.
-        Mark it closed; if it was running, set interrupted and append INTERRUPTED_MARKER.
-        One transaction. Returns the records as changed."""
+    def reconcile_orphans(
+        self, is_orphan: Callable[[SessionRecord], bool] | None = None
+    ) -> list[SessionRecord]:
+        """Records in a live state whose runtime is gone (`is_orphan`, default: all of
+        them): mark closed and release the lease; if one was running, set interrupted and
+        append INTERRUPTED_MARKER. One transaction. Returns the records as changed."""
 
     def close(self) -> None:
         """Release the store. Idempotent."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sidecar.errors import SessionNotFound, StaleGeneration, StoreError
@@ -83,7 +83,14 @@ class MemorySessionStore:
             self._records[session_id] = updated
             return updated
 
-    def begin_generation(self, session_id: str, expected_generation: int) -> SessionRecord:
+    def begin_generation(
+        self,
+        session_id: str,
+        expected_generation: int,
+        *,
+        lease_owner: str | None = None,
+        lease_expires: float | None = None,
+    ) -> SessionRecord:
         with self._lock:
             record = self._get(session_id)
             if record.generation != expected_generation:
@@ -92,6 +99,8 @@ class MemorySessionStore:
                 generation=record.generation + 1,
                 status=SessionState.CREATING,
                 last_error=None,
+                lease_owner=lease_owner,
+                lease_expires=lease_expires,
                 updated_at=now(),
             )
             self._records[session_id] = updated
@@ -140,16 +149,31 @@ class MemorySessionStore:
             del self._seq[session_id]
             del self._transcripts[session_id]
 
-    def reconcile_orphans(self) -> list[SessionRecord]:
+    def renew_leases(self, owner: str, expires: float) -> set[str]:
+        with self._lock:
+            held = set()
+            for session_id, record in self._records.items():
+                if record.lease_owner == owner:
+                    self._records[session_id] = record.replace(lease_expires=expires)
+                    held.add(session_id)
+            return held
+
+    def reconcile_orphans(
+        self, is_orphan: Callable[[SessionRecord], bool] | None = None
+    ) -> list[SessionRecord]:
         with self._lock:
             changed: list[SessionRecord] = []
             for session_id, record in list(self._records.items()):
                 if record.status not in LIVE_STATES:
                     continue
+                if is_orphan is not None and not is_orphan(record):
+                    continue
                 was_running = record.status is SessionState.RUNNING
                 updated = record.replace(
                     status=SessionState.CLOSED,
                     interrupted=record.interrupted or was_running,
+                    lease_owner=None,
+                    lease_expires=None,
                     updated_at=now(),
                 )
                 self._records[session_id] = updated

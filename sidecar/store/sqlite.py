@@ -14,7 +14,7 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -243,7 +243,14 @@ class SqliteSessionStore:
             # UPDATABLE_FIELDS are column names, so `changes` names columns.
             return self._save(seq, record.replace(**changes, updated_at=now()), *changes)
 
-    def begin_generation(self, session_id: str, expected_generation: int) -> SessionRecord:
+    def begin_generation(
+        self,
+        session_id: str,
+        expected_generation: int,
+        *,
+        lease_owner: str | None = None,
+        lease_expires: float | None = None,
+    ) -> SessionRecord:
         with self._write():
             seq, record = self._row(session_id)
             if record.generation != expected_generation:
@@ -252,9 +259,21 @@ class SqliteSessionStore:
                 generation=record.generation + 1,
                 status=SessionState.CREATING,
                 last_error=None,
+                lease_owner=lease_owner,
+                lease_expires=lease_expires,
                 updated_at=now(),
             )
-            return self._save(seq, updated, "generation", "status", "last_error")
+            return self._save(
+                seq, updated, "generation", "status", "last_error", "lease_owner", "lease_expires"
+            )
+
+    def renew_leases(self, owner: str, expires: float) -> set[str]:
+        with self._write():
+            self._conn.execute(
+                "UPDATE sessions SET lease_expires = ? WHERE lease_owner = ?", (expires, owner)
+            )
+            rows = self._conn.execute("SELECT id FROM sessions WHERE lease_owner = ?", (owner,))
+            return {session_id for (session_id,) in rows}
 
     def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
         try:
@@ -312,7 +331,9 @@ class SqliteSessionStore:
             self._conn.execute("DELETE FROM messages WHERE session_seq = ?", (seq,))
             self._conn.execute("DELETE FROM sessions WHERE seq = ?", (seq,))
 
-    def reconcile_orphans(self) -> list[SessionRecord]:
+    def reconcile_orphans(
+        self, is_orphan: Callable[[SessionRecord], bool] | None = None
+    ) -> list[SessionRecord]:
         live = sorted(state.value for state in LIVE_STATES)
         marker = json.dumps(INTERRUPTED_MARKER)
         changed: list[SessionRecord] = []
@@ -323,13 +344,17 @@ class SqliteSessionStore:
                 live,
             ).fetchall()
             for seq, record in map(_record, rows):
+                if is_orphan is not None and not is_orphan(record):
+                    continue
                 was_running = record.status is SessionState.RUNNING
                 updated = record.replace(
                     status=SessionState.CLOSED,
                     interrupted=record.interrupted or was_running,
+                    lease_owner=None,
+                    lease_expires=None,
                     updated_at=now(),
                 )
-                self._save(seq, updated, "status", "interrupted")
+                self._save(seq, updated, "status", "interrupted", "lease_owner", "lease_expires")
                 if was_running:
                     updated = self._append(seq, updated, marker)
                 changed.append(updated)

@@ -40,6 +40,9 @@ from sidecar.errors import ProviderError
 
 # Local servers ignore the key, but the SDK refuses to send a request without one.
 PLACEHOLDER_API_KEY = "not-needed"
+# The SDK's own default. Resolved here because the SDK takes an empty ANTHROPIC_BASE_URL
+# literally (as the base URL "").
+DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 # Messages API stop_reason -> Chat Completions finish_reason (unknown ones pass through).
 FINISH_REASONS = {
@@ -61,6 +64,7 @@ class _PartialCall:
 
     id: str
     name: str
+    initial: str = ""  # JSON of a non-empty `input` in content_block_start (not Anthropic's way)
     arguments: list[str] = field(default_factory=list)
 
 
@@ -69,7 +73,7 @@ class _Event:
     """What one stream event contributes; plain data, so nothing after parsing can fail."""
 
     text: str = ""
-    tool_start: tuple[int, str, str] | None = None  # (block index, id, name)
+    tool_start: tuple[int, str, str, str] | None = None  # (block index, id, name, input JSON)
     tool_json: tuple[int, str] | None = None  # (block index, partial JSON)
     stop_reason: str | None = None
     done: bool = False  # message_stop
@@ -105,7 +109,7 @@ class AnthropicProvider:
         # and 5xx (529 "overloaded" included) with backoff, up to max_retries.
         self._client = AsyncAnthropic(
             api_key=key,
-            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
             timeout=Timeout(timeout, connect=min(timeout, 10.0)),
             max_retries=max_retries,
         )
@@ -131,8 +135,8 @@ class AnthropicProvider:
                     text.append(event.text)
                     on_text(event.text)  # outside the error mapping: its errors are its own
                 if event.tool_start is not None:
-                    index, call_id, name = event.tool_start
-                    calls[index] = _PartialCall(call_id, name)
+                    index, call_id, name, initial = event.tool_start
+                    calls[index] = _PartialCall(call_id, name, initial)
                 if event.tool_json is not None:
                     index, fragment = event.tool_json
                     if index not in calls:
@@ -190,8 +194,10 @@ class AnthropicProvider:
     def _finish_call(self, index: int, call: _PartialCall) -> ToolCall:
         if not call.name:
             raise ProviderError(f"{self._where()}: tool_use block {index} arrived without a name")
-        # A tool without parameters streams no JSON at all; the arguments are still JSON.
-        arguments = "".join(call.arguments) or "{}"
+        # Anthropic streams the input as JSON fragments after an empty `input`; a few
+        # compatible servers send it whole in the start event instead. A tool without
+        # parameters may stream no JSON at all: the arguments are still a JSON object.
+        arguments = "".join(call.arguments) or call.initial or "{}"
         return ToolCall(
             id=call.id or f"toolu_{uuid.uuid4().hex[:24]}", name=call.name, arguments=arguments
         )
@@ -215,6 +221,8 @@ class AnthropicProvider:
             return ProviderError(f"{where}: HTTP {e.status_code}: {detail}")
         if isinstance(e, APITimeoutError):
             return ProviderError(f"{where}: request timed out after {self.timeout:g}s")
+        if isinstance(e, httpx2.TimeoutException):  # the SDK leaves these unwrapped mid-stream
+            return ProviderError(f"{where}: stream timed out: no data for {self.timeout:g}s")
         if isinstance(e, APIConnectionError | httpx2.HTTPError):
             what = "connection lost mid-stream" if phase == "stream" else "connection failed"
             return ProviderError(f"{where}: {what}: {_causes(e)}")
@@ -231,7 +239,8 @@ def _parse_event(event: RawMessageStreamEvent) -> _Event:
         if block.type == "text":
             return _Event(text=block.text)
         if block.type == "tool_use":
-            return _Event(tool_start=(event.index, block.id, block.name))
+            initial = json.dumps(block.input) if block.input else ""
+            return _Event(tool_start=(event.index, block.id, block.name, initial))
         return _Event()  # thinking and server-tool blocks: not ours to show
     if event.type == "content_block_delta":
         delta = event.delta

@@ -1,0 +1,391 @@
+"""The `anthropic` provider end to end: `python -m sidecar --provider anthropic` as a child,
+talking HTTP to the fake Messages API server running as a separate process.
+
+Nothing is mocked: the sidecar uses the real Anthropic SDK over loopback sockets, and the
+test steers the fake server through its control endpoints (/_script, /_requests). The fake
+refuses (400) any request that breaks the Messages API's rules, so every turn here also
+checks that the sidecar's real transcripts convert into requests the API accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from harness import Sidecar
+
+from desktop.client import RpcError
+from protocol.errors import ErrorCode
+
+FAKE_SERVER = Path(__file__).with_name("fake_anthropic_server.py")
+MODEL = "test-model"
+
+
+class FakeServerProcess:
+    """The fake server as a subprocess, and a client for its control API."""
+
+    def __init__(self, process: asyncio.subprocess.Process, port: int) -> None:
+        self.process = process
+        self.port = port
+        self.http = aiohttp.ClientSession(f"http://127.0.0.1:{port}")
+
+    @property
+    def base_url(self) -> str:
+        # The server root: the Anthropic SDK appends /v1/messages itself.
+        return f"http://127.0.0.1:{self.port}"
+
+    @classmethod
+    async def start(cls, port_file: Path) -> FakeServerProcess:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(FAKE_SERVER),
+            "--port-file",
+            str(port_file),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not await asyncio.to_thread(port_file.exists):
+            if process.returncode is not None or time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+                raise RuntimeError(f"fake server did not start (exit {process.returncode})")
+            await asyncio.sleep(0.02)
+        port = await asyncio.to_thread(port_file.read_text, encoding="utf-8")
+        return cls(process, int(port))
+
+    async def script(self, *replies: dict[str, Any]) -> None:
+        async with self.http.post("/_script", json=list(replies)) as response:
+            assert response.status == 200, await response.text()
+
+    async def requests(self) -> list[dict[str, Any]]:
+        async with self.http.get("/_requests") as response:
+            assert response.status == 200
+            body: dict[str, Any] = await response.json()
+            return list(body["requests"])
+
+    async def wait_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while len(seen := await self.requests()) < count:
+            assert time.monotonic() < deadline, f"the fake server saw {len(seen)} < {count}"
+            await asyncio.sleep(0.02)
+        return seen
+
+    async def wait_abandoned(self, timeout: float = 5.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = await self.requests()
+            abandoned = [r for r in seen if r["abandoned"]]
+            if abandoned:
+                return abandoned[0]
+            assert time.monotonic() < deadline, f"no request was abandoned: {seen}"
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        await self.http.close()
+        if self.process.returncode is None:
+            self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 5)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+
+
+@pytest.fixture
+async def fake(tmp_path: Path) -> AsyncIterator[FakeServerProcess]:
+    server = await FakeServerProcess.start(tmp_path / "fake.port")
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@pytest.fixture
+async def agent(data_dir: Path, fake: FakeServerProcess) -> AsyncIterator[Sidecar]:
+    running = await Sidecar.start(
+        data_dir,
+        "--provider",
+        "anthropic",
+        "--model",
+        MODEL,
+        "--base-url",
+        fake.base_url,
+        env={"ANTHROPIC_API_KEY": "test"},  # --base-url wins over any ANTHROPIC_BASE_URL
+    )
+    try:
+        yield running
+    finally:
+        await running.close()
+
+
+def agent_text(sidecar: Sidecar, session_id: str) -> list[str]:
+    return [u["content"]["text"] for u in sidecar.updates(session_id, "agent_message_chunk")]
+
+
+def user_text(*texts: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": t} for t in texts]}
+
+
+def accepted(request: dict[str, Any]) -> bool:
+    """The fake found the request well-formed for the real API (else `rejected` says why)."""
+    return request["rejected"] is None
+
+
+async def test_plain_prompt_streams_the_scripted_text(
+    agent: Sidecar, fake: FakeServerProcess, workspace: Path
+):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    await fake.script({"type": "text", "text": "Hello from the fake model, streamed."})
+    result = await agent.prompt(sid, "say hello")
+    assert result["stopReason"] == "end_turn"
+    assert result["_meta"]["response"] == "Hello from the fake model, streamed."
+    chunks = agent_text(agent, sid)
+    assert len(chunks) > 1, f"expected several streamed chunks, got {chunks!r}"
+    assert "".join(chunks) == "Hello from the fake model, streamed."
+
+    (request,) = await fake.requests()
+    assert accepted(request), request["rejected"]
+    body = request["body"]
+    assert body["model"] == MODEL and body["stream"] is True
+    assert body["max_tokens"] == 4096
+    assert "coding agent" in body["system"] and str(workspace) in body["system"]
+    assert body["messages"] == [user_text("say hello")]
+    (tool,) = body["tools"]
+    assert tool["name"] == "bash" and tool["input_schema"]["required"] == ["command"]
+    assert request["completed"] and not request["abandoned"]
+
+    page = await agent.messages(sid)
+    assert [(m["role"], m["content"]) for m in page["messages"]] == [
+        ("user", "say hello"),
+        ("assistant", "Hello from the fake model, streamed."),
+    ]
+    assert (await agent.status(sid))["status"] == "idle"
+
+
+async def test_tool_use_runs_and_its_result_goes_back(
+    agent: Sidecar, fake: FakeServerProcess, workspace: Path
+):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    await fake.script(
+        {
+            "type": "tool_use",
+            "name": "bash",
+            "input": {"command": "echo from-tool"},
+            "id": "toolu_e2e_1",
+        },
+        {"type": "text", "text": "The command printed from-tool."},
+    )
+    result = await agent.prompt(sid, "run echo please")
+    assert result["stopReason"] == "end_turn"
+    assert result["_meta"]["response"] == "The command printed from-tool."
+
+    first, second = await fake.wait_requests(2)
+    assert accepted(first) and accepted(second), (first["rejected"], second["rejected"])
+    assert first["body"]["messages"] == [user_text("run echo please")]
+    user, assistant, results = second["body"]["messages"]
+    assert user == user_text("run echo please")
+    assert assistant == {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_e2e_1",
+                "name": "bash",
+                "input": {"command": "echo from-tool"},
+            }
+        ],
+    }
+    (tool_result,) = results["content"]
+    assert results["role"] == "user"
+    assert tool_result["type"] == "tool_result" and tool_result["tool_use_id"] == "toolu_e2e_1"
+    assert "from-tool" in tool_result["content"]
+
+    starts = agent.updates(sid, "tool_call")
+    assert starts and starts[0]["toolCallId"] == "toolu_e2e_1"
+    assert starts[0]["rawInput"] == {"command": "echo from-tool"}
+    finals = [u for u in agent.updates(sid, "tool_call_update") if u.get("status") == "completed"]
+    assert finals and finals[-1]["rawOutput"]["exitCode"] == 0
+    assert "".join(agent_text(agent, sid)).endswith("The command printed from-tool.")
+    roles = [m["role"] for m in (await agent.messages(sid))["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+
+    # The next turn sends the whole history, tool use included, and the API accepts it.
+    await fake.script({"type": "text", "text": "you're welcome"})
+    assert (await agent.prompt(sid, "thanks"))["_meta"]["response"] == "you're welcome"
+    third = (await fake.requests())[-1]
+    assert accepted(third), third["rejected"]
+    assert [m["role"] for m in third["body"]["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+
+
+async def test_http_500_exhausts_retries_then_close_and_resume_recovers(
+    agent: Sidecar, fake: FakeServerProcess, workspace: Path
+):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    boom = {"type": "error", "status": 500, "message": "upstream exploded (boom-42)"}
+    await fake.script(boom, boom, boom)
+    with pytest.raises(RpcError) as failed:
+        await agent.prompt(sid, "this will fail")
+    assert failed.value.code == ErrorCode.PROVIDER_ERROR
+    assert "boom-42" in failed.value.message and "500" in failed.value.message
+    assert len(await fake.requests()) == 3  # the first try and two SDK retries
+
+    status = await agent.status(sid)
+    assert status["status"] == "error", status
+    assert "boom-42" in status["lastError"] and "HTTP 500" in status["lastError"]
+    assert "api_error" in status["lastError"] and MODEL in status["lastError"]
+    with pytest.raises(RpcError) as refused:
+        await agent.prompt(sid, "still broken?")
+    assert refused.value.code == ErrorCode.INVALID_STATE
+
+    closed = (await agent.call("session/close", {"sessionId": sid}))["_meta"]
+    assert closed["status"] == "closed"
+    resumed = await agent.call("session/resume", {"sessionId": sid, "cwd": str(workspace)})
+    summary = resumed["_meta"]
+    assert summary["status"] == "idle" and summary["lastError"] is None
+    assert summary["generation"] == 2
+
+    await fake.script({"type": "text", "text": "back online"})
+    result = await agent.prompt(sid, "are you back?")
+    assert result["stopReason"] == "end_turn" and result["_meta"]["response"] == "back online"
+    last = (await fake.requests())[-1]
+    assert accepted(last), last["rejected"]
+    # The failed turn's user message is part of the history the model sees: with no reply
+    # between them, the two user messages are merged so that roles still alternate.
+    assert last["body"]["messages"] == [user_text("this will fail", "are you back?")]
+    assert (await agent.status(sid))["lastError"] is None
+
+
+async def test_http_400_is_not_retried(agent: Sidecar, fake: FakeServerProcess, workspace: Path):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    await fake.script(
+        {
+            "type": "error",
+            "status": 400,
+            "message": "model: test-model does not exist",
+            "error_type": "invalid_request_error",
+        }
+    )
+    started = time.monotonic()
+    with pytest.raises(RpcError) as failed:
+        await agent.prompt(sid, "hello")
+    assert failed.value.code == ErrorCode.PROVIDER_ERROR
+    assert time.monotonic() - started < 3
+    assert len(await fake.requests()) == 1
+    status = await agent.status(sid)
+    assert status["status"] == "error"
+    assert "HTTP 400" in status["lastError"] and "does not exist" in status["lastError"]
+    assert "invalid_request_error" in status["lastError"]
+
+
+async def test_overloaded_529_fails_the_prompt_after_retries(
+    agent: Sidecar, fake: FakeServerProcess, workspace: Path
+):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    overloaded = {"type": "error", "status": 529, "message": "Overloaded"}
+    await fake.script(overloaded, overloaded, overloaded)
+    with pytest.raises(RpcError) as failed:
+        await agent.prompt(sid, "busy?")
+    assert failed.value.code == ErrorCode.PROVIDER_ERROR
+    assert "HTTP 529: overloaded_error: Overloaded" in failed.value.message
+    assert len(await fake.requests()) == 3
+    assert (await agent.status(sid))["status"] == "error"
+
+
+async def test_close_during_a_slow_reply_abandons_it_and_changes_nothing_later(
+    agent: Sidecar, fake: FakeServerProcess, workspace: Path
+):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    await fake.script({"type": "text", "text": "too late to matter", "delay": 5})
+    turn = agent.prompt_task(sid, "take your time")
+    await fake.wait_requests(1)
+    await agent.wait_state(sid, "running")
+    started = time.monotonic()
+    closed = (await agent.call("session/close", {"sessionId": sid}))["_meta"]
+    assert closed["status"] == "closed" and closed["live"] is False
+    result = await asyncio.wait_for(turn, 10)
+    assert result["stopReason"] == "cancelled"
+    abandoned = await fake.wait_abandoned()
+    assert abandoned["body"]["messages"] == [user_text("take your time")]
+    assert not abandoned["completed"]
+
+    await asyncio.sleep(max(0.0, 5.5 - (time.monotonic() - started)))  # past the delay
+    after = await agent.status(sid)
+    assert after == closed
+    contents = [m["content"] for m in (await agent.messages(sid))["messages"]]
+    assert "too late to matter" not in contents
+    assert "too late to matter" not in "".join(agent_text(agent, sid))
+    assert len(await fake.requests()) == 1  # nothing retried the abandoned request
+
+
+async def test_cancel_during_a_slow_reply(agent: Sidecar, fake: FakeServerProcess, workspace: Path):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    await fake.script({"type": "text", "text": "never shown", "delay": 5})
+    turn = agent.prompt_task(sid, "slow one")
+    await fake.wait_requests(1)
+    await agent.wait_state(sid, "running")
+    started = time.monotonic()
+    assert await agent.call("session/cancel", {"sessionId": sid}) == {"cancelled": True}
+    result = await asyncio.wait_for(turn, 10)
+    assert result["stopReason"] == "cancelled"
+    assert time.monotonic() - started < 3, "cancel waited for the slow reply"
+    await fake.wait_abandoned()
+    status = await agent.status(sid)
+    assert status["status"] == "idle" and status["live"] is True and status["lastError"] is None
+
+    # The next turn works and the cancelled one left a history the API accepts.
+    await fake.script({"type": "text", "text": "quick now"})
+    assert (await agent.prompt(sid, "again"))["_meta"]["response"] == "quick now"
+    requests = await fake.requests()
+    assert len(requests) == 2
+    assert accepted(requests[-1]), requests[-1]["rejected"]
+    sent = requests[-1]["body"]["messages"]
+    assert sent == [user_text("slow one", "again")]
+    assert "never shown" not in str(sent)
+
+
+async def test_cancel_during_a_running_tool_leaves_a_history_the_api_accepts(
+    agent: Sidecar, fake: FakeServerProcess, workspace: Path
+):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    await fake.script(
+        {"type": "tool_use", "name": "bash", "input": {"command": "sleep 30"}, "id": "toolu_s"}
+    )
+    turn = agent.prompt_task(sid, "sleep a while")
+    await agent.wait_for(
+        lambda m, p: (
+            m == "session/update"
+            and p["update"].get("sessionUpdate") == "tool_call"
+            and p["update"].get("toolCallId") == "toolu_s"
+        )
+    )
+    assert await agent.call("session/cancel", {"sessionId": sid}) == {"cancelled": True}
+    assert (await asyncio.wait_for(turn, 10))["stopReason"] == "cancelled"
+
+    await fake.script({"type": "text", "text": "ok, stopped"})
+    assert (await agent.prompt(sid, "never mind"))["_meta"]["response"] == "ok, stopped"
+    last = (await fake.requests())[-1]
+    assert accepted(last), last["rejected"]
+    user, assistant, results = last["body"]["messages"]
+    assert user == user_text("sleep a while")
+    assert assistant["content"][0]["id"] == "toolu_s"
+    # The cancelled command's result and the new prompt share one user message, result first.
+    first, second = results["content"]
+    assert first["type"] == "tool_result" and first["tool_use_id"] == "toolu_s"
+    assert "Cancelled" in first["content"]
+    assert second == {"type": "text", "text": "never mind"}
