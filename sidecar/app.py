@@ -16,6 +16,8 @@ from sidecar.manager import SessionManager
 from sidecar.rpc import RpcServer
 from sidecar.runtime import RuntimeDeps
 from sidecar.stdio import LineWriter, open_reader, reserve_stdout
+from sidecar.store.base import SessionStore
+from sidecar.store.unavailable import UnavailableStore
 
 log = logging.getLogger("sidecar")
 
@@ -27,12 +29,15 @@ async def run(config: Config) -> int:
     writer = LineWriter(protocol_out)
     await writer.start()
     server = RpcServer(writer)
+    store_problem: str | None = None
     try:
-        store = open_store(config)
+        store: SessionStore = open_store(config)
     except StoreError as exc:
+        # Stay up and say why on every request: exiting would only make the host restart
+        # us in a loop while the client sees a dead pipe.
+        store_problem = str(exc)
         log.error("cannot open the session store: %s", exc)
-        await writer.aclose()
-        return 3
+        store = UnavailableStore(store_problem)
 
     def on_event(session_id: str, event: Event) -> None:
         notification = event_notification(session_id, event)
@@ -48,6 +53,7 @@ async def run(config: Config) -> int:
     )
     manager = SessionManager(deps, lease_ttl=config.lease_ttl)
     manager.model_name = lambda: model_name(config)
+    manager.store_problem = store_problem
     stop = asyncio.Event()
     AcpHandlers(manager, server, stop.set).register_all()
 
@@ -55,7 +61,12 @@ async def run(config: Config) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    reconciled = manager.reconcile()
+    try:
+        reconciled = manager.reconcile()
+    except StoreError as exc:  # e.g. a read-only data dir: reads work, writes do not
+        log.error("start-up reconciliation could not write: %s", exc)
+        manager.store_problem = str(exc)
+        reconciled = []
     manager.start_lease_renewal()
     log.info(
         "sidecar ready: store=%s data_dir=%s provider=%s reconciled=%d",

@@ -152,7 +152,10 @@ class AcpHandlers:
             ),
             auth_methods=[],
         )
-        return _dump(response)
+        result = _dump(response)
+        if self.manager.store_problem is not None:
+            result["_meta"] = {"storeError": self.manager.store_problem}
+        return result
 
     async def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         params = {"mcpServers": [], **params}

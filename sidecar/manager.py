@@ -66,6 +66,8 @@ class SessionManager:
         self.owner = lease.this_process().encode()
         self.lease_ttl = lease_ttl
         self._renewal: asyncio.Task[None] | None = None
+        # Why the store cannot be used (told to clients at initialize), or None.
+        self.store_problem: str | None = None
         self.model_name: Callable[[], str | None] = lambda: None
 
     # ---- queries -------------------------------------------------------------------------

@@ -57,6 +57,15 @@ def _column_value(value: Any) -> Any:
     return value
 
 
+def _read_only_hint(path: Path) -> str:
+    """SQLite says "unable to open database file" or "readonly database"; say why."""
+    try:
+        read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return ""
+    return " (the file system holding it is mounted read-only)" if read_only else ""
+
+
 def _prepare_files(path: Path) -> None:
     """Create the data dir (0o700) and the database file (0o600) if missing.
     SQLite gives the -wal and -shm files the database file's mode."""
@@ -115,7 +124,8 @@ class SqliteSessionStore:
         try:
             yield
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot {action} session store {self._path}: {exc}") from exc
+            hint = _read_only_hint(self._path)
+            raise StoreError(f"cannot {action} session store {self._path}: {exc}{hint}") from exc
 
     @contextlib.contextmanager
     def _atomic(self) -> Iterator[None]:

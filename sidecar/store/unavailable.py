@@ -1,0 +1,70 @@
+"""The store that could not be opened, standing in so the sidecar stays up.
+
+A corrupt, foreign, too-new or unreadable database must not crash the sidecar at
+start (its host would restart it in a loop, and the client would only see a dead
+pipe). Instead every store operation fails with the reason, which reaches the
+client as a store error, and nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from sidecar.errors import StoreError
+from sidecar.records import SessionRecord
+
+
+class UnavailableStore:
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def _fail(self) -> NoReturn:
+        raise StoreError(f"the session store is unavailable: {self.reason}")
+
+    def insert(self, record: SessionRecord) -> None:
+        self._fail()
+
+    def get(self, session_id: str) -> SessionRecord:
+        self._fail()
+
+    def list_page(
+        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
+    ) -> tuple[list[SessionRecord], int | None]:
+        self._fail()
+
+    def update(self, session_id: str, generation: int, **changes: Any) -> SessionRecord:
+        self._fail()
+
+    def begin_generation(
+        self,
+        session_id: str,
+        expected_generation: int,
+        *,
+        lease_owner: str | None = None,
+        lease_expires: float | None = None,
+    ) -> SessionRecord:
+        self._fail()
+
+    def renew_leases(self, owner: str, expires: float) -> set[str]:
+        return set()  # nothing can be held
+
+    def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
+        self._fail()
+
+    def messages(self, session_id: str, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+        self._fail()
+
+    def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+        self._fail()
+
+    def delete(self, session_id: str) -> None:
+        self._fail()
+
+    def reconcile_orphans(
+        self, is_orphan: Callable[[SessionRecord], bool] | None = None
+    ) -> list[SessionRecord]:
+        return []  # nothing readable to reconcile
+
+    def close(self) -> None:
+        return None
