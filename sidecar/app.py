@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import signal
 import sys
 
@@ -22,6 +23,20 @@ from sidecar.store.unavailable import UnavailableStore
 log = logging.getLogger("sidecar")
 
 DRAIN_SECONDS = 5.0
+
+
+def raise_open_file_limit() -> int:
+    """Every live session holds a listening socket: lift the soft limit on open files
+    toward the hard one (1,024 is a common default). Returns the limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit from %s: %s", soft, exc)
+    return soft
 
 
 async def run(config: Config) -> int:
@@ -69,11 +84,12 @@ async def run(config: Config) -> int:
         reconciled = []
     manager.start_lease_renewal()
     log.info(
-        "sidecar ready: store=%s data_dir=%s provider=%s reconciled=%d",
+        "sidecar ready: store=%s data_dir=%s provider=%s reconciled=%d open_files=%s",
         config.store,
         config.data_dir,
         config.provider,
         len(reconciled),
+        raise_open_file_limit(),
     )
     try:
         reader = await open_reader()

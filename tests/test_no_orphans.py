@@ -98,3 +98,41 @@ async def test_no_descendant_survives_sidecar_exit(
         assert status["status"] == "closed" and status["interrupted"] is False
     finally:
         await again.close()
+
+
+@pytest.mark.parametrize("backend", ["pipe", "pty"])
+async def test_a_command_that_forks_many_children_is_cleaned_up_on_cancel(
+    data_dir: Path, workspace: Path, backend: str
+):
+    marker = uuid.uuid4().hex
+    sidecar = await Sidecar.start(
+        data_dir, "--kill-grace", "0.5", "--interrupt-grace", "0.2", env={"ORPHAN_MARKER": marker}
+    )
+    try:
+        sid = (await sidecar.new_session(workspace, backend=backend))["sessionId"]
+        command = "for i in $(seq 150); do sleep 1000 & done; echo forked > forked.txt; wait"
+        turn = sidecar.prompt_task(sid, f"$ {command}")
+        assert await eventually(lambda: (workspace / "forked.txt").exists(), timeout=20)
+        assert len(marked_processes(marker)) > 150
+        await sidecar.call("session/cancel", {"sessionId": sid})
+        assert (await asyncio.wait_for(turn, 20))["stopReason"] == "cancelled"
+        assert [p for p in marked_processes(marker) if p != sidecar.pid] == []
+    finally:
+        await sidecar.close()
+
+
+@pytest.mark.parametrize("backend", ["pipe", "pty"])
+async def test_commands_die_with_a_sidecar_killed_by_sigkill(
+    data_dir: Path, workspace: Path, backend: str
+):
+    """Nothing of ours runs after SIGKILL: each command's watchdog stops its group."""
+    marker = uuid.uuid4().hex
+    sidecar = await Sidecar.start(data_dir, env={"ORPHAN_MARKER": marker})
+    sid = (await sidecar.new_session(workspace, backend=backend))["sessionId"]
+    command = "trap '' HUP INT TERM; (sleep 1000 &) ; echo started > started.txt; sleep 1000"
+    sidecar.prompt_task(sid, f"$ {command}")
+    assert await eventually(lambda: (workspace / "started.txt").exists())
+    assert await eventually(lambda: len(marked_processes(marker)) >= 3)
+    sidecar.sigkill()
+    await sidecar.wait_exit()
+    assert await eventually(lambda: marked_processes(marker) == []), marked_processes(marker)

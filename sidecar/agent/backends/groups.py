@@ -107,6 +107,53 @@ async def process_exited(pid: int) -> None:
         await asyncio.sleep(0.05)
 
 
+# Reads its stdin until EOF, which comes only when the sidecar's end closes: the sidecar
+# died (even by SIGKILL, when nothing of ours can run). Then it kills the command's group.
+_WATCHDOG = 'read -r _ignored; kill -s KILL -- "-$1" 2>/dev/null; exit 0'
+
+
+class Watchdog:
+    """Stops a command's process group if the sidecar dies first.
+
+    Cleanup on cancel, close and exit is ours (staged, in `stop_group`); this covers the
+    one case where no code of ours runs. It is a tiny `sh` outside the group, fed by a
+    pipe whose only writer is the sidecar.
+    """
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+
+    @classmethod
+    async def watch(cls, pgid: int) -> Watchdog:
+        """Start watching; if even that fails (no processes or descriptors left), the
+        group is killed at once rather than left unwatched."""
+        try:
+            return cls(await cls._spawn(pgid))
+        except BaseException:
+            signal_group(pgid, signal.SIGKILL)
+            raise
+
+    @staticmethod
+    async def _spawn(pgid: int) -> asyncio.subprocess.Process:
+        return await asyncio.create_subprocess_exec(
+            "sh",
+            "-c",
+            _WATCHDOG,
+            "watchdog",
+            str(pgid),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    async def dismiss(self) -> None:
+        """The command is over and its group stopped by us: end the watchdog unfired."""
+        with contextlib.suppress(ProcessLookupError):
+            self._process.kill()
+        await self._process.wait()
+
+
 async def _wait_group_gone(pgid: int, seconds: float) -> bool:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from sidecar.agent.backends.groups import (
     CommandLimits,
     CommandResult,
+    Watchdog,
     group_alive,
     process_exited,
     stop_group,
@@ -39,6 +40,7 @@ async def run_command(
         start_new_session=True,
     )
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
+    watchdog = await Watchdog.watch(pgid)
     output = CappedOutput(limits, on_output)
 
     async def pump() -> None:
@@ -60,10 +62,13 @@ async def run_command(
                 await asyncio.wait_for(asyncio.shield(reader), limits.drain_grace)
     finally:
         # Runs on timeout, on cancellation and on a normal exit with leftovers alike.
-        if group_alive(pgid):
-            await stop_group(pgid, limits, proc.wait)
-        else:
-            await proc.wait()
+        try:
+            if group_alive(pgid):
+                await stop_group(pgid, limits, proc.wait)
+            else:
+                await proc.wait()
+        finally:
+            await watchdog.dismiss()
         if not reader.done():
             reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -25,6 +25,7 @@ from ptyprocess import PtyProcess
 from sidecar.agent.backends.groups import (
     CommandLimits,
     CommandResult,
+    Watchdog,
     group_alive,
     process_exited,
     stop_group,
@@ -79,6 +80,7 @@ async def run_command_pty(
     )
     terminal._running.add(process)
     pgid = process.pid  # the child called setsid(): it leads its own group
+    watchdog = await Watchdog.watch(pgid)
     loop = asyncio.get_running_loop()
     output = CappedOutput(limits, on_output)
     eof = loop.create_future()
@@ -112,8 +114,11 @@ async def run_command_pty(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(eof), limits.drain_grace)
     finally:
-        if not leader.done() or group_alive(pgid):
-            await stop_group(pgid, limits, lambda: leader)
+        try:
+            if not leader.done() or group_alive(pgid):
+                await stop_group(pgid, limits, lambda: leader)
+        finally:
+            await watchdog.dismiss()
         with contextlib.suppress(OSError, ValueError):
             loop.remove_reader(process.fd)
         terminal._running.discard(process)
