@@ -146,6 +146,27 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
 
 
+def marked_processes(name: str, marker: str) -> list[int]:
+    """Live (non-zombie) processes whose environment has `name=marker`: a sidecar started
+    with that variable, and every process it ever started, wherever it was reparented."""
+    needle = f"{name}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read()
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2 :].split()[0]
+        if needle in environ.split(b"\0") and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
 async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

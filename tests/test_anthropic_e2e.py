@@ -10,100 +10,27 @@ checks that the sidecar's real transcripts convert into requests the API accepts
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
+from fake_process import FakeServerProcess
 from harness import Sidecar
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
 
-FAKE_SERVER = Path(__file__).with_name("fake_anthropic_server.py")
 MODEL = "test-model"
-
-
-class FakeServerProcess:
-    """The fake server as a subprocess, and a client for its control API."""
-
-    def __init__(self, process: asyncio.subprocess.Process, port: int) -> None:
-        self.process = process
-        self.port = port
-        self.http = aiohttp.ClientSession(f"http://127.0.0.1:{port}")
-
-    @property
-    def base_url(self) -> str:
-        # The server root: the Anthropic SDK appends /v1/messages itself.
-        return f"http://127.0.0.1:{self.port}"
-
-    @classmethod
-    async def start(cls, port_file: Path) -> FakeServerProcess:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(FAKE_SERVER),
-            "--port-file",
-            str(port_file),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not await asyncio.to_thread(port_file.exists):
-            if process.returncode is not None or time.monotonic() > deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
-                raise RuntimeError(f"fake server did not start (exit {process.returncode})")
-            await asyncio.sleep(0.02)
-        port = await asyncio.to_thread(port_file.read_text, encoding="utf-8")
-        return cls(process, int(port))
-
-    async def script(self, *replies: dict[str, Any]) -> None:
-        async with self.http.post("/_script", json=list(replies)) as response:
-            assert response.status == 200, await response.text()
-
-    async def requests(self) -> list[dict[str, Any]]:
-        async with self.http.get("/_requests") as response:
-            assert response.status == 200
-            body: dict[str, Any] = await response.json()
-            return list(body["requests"])
-
-    async def wait_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while len(seen := await self.requests()) < count:
-            assert time.monotonic() < deadline, f"the fake server saw {len(seen)} < {count}"
-            await asyncio.sleep(0.02)
-        return seen
-
-    async def wait_abandoned(self, timeout: float = 5.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            seen = await self.requests()
-            abandoned = [r for r in seen if r["abandoned"]]
-            if abandoned:
-                return abandoned[0]
-            assert time.monotonic() < deadline, f"no request was abandoned: {seen}"
-            await asyncio.sleep(0.02)
-
-    async def stop(self) -> None:
-        await self.http.close()
-        if self.process.returncode is None:
-            self.process.terminate()
-            try:
-                await asyncio.wait_for(self.process.wait(), 5)
-            except TimeoutError:
-                self.process.kill()
-                await self.process.wait()
 
 
 @pytest.fixture
 async def fake(tmp_path: Path) -> AsyncIterator[FakeServerProcess]:
-    server = await FakeServerProcess.start(tmp_path / "fake.port")
+    # The server root: the Anthropic SDK appends /v1/messages itself.
+    server = await FakeServerProcess.start(
+        "fake_anthropic_server.py", tmp_path / "fake.port", base_path=""
+    )
     try:
         yield server
     finally:

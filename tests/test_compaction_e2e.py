@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from fake_process import FakeServerProcess
 from harness import Sidecar
-from test_openai_e2e import FakeServerProcess
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
@@ -32,7 +32,9 @@ async def start_agent(data_dir: Path, fake: FakeServerProcess, *extra: str) -> S
 
 @pytest.fixture
 async def fake(tmp_path: Path) -> AsyncIterator[FakeServerProcess]:
-    server = await FakeServerProcess.start(tmp_path / "fake.port")
+    server = await FakeServerProcess.start(
+        "fake_chat_server.py", tmp_path / "fake.port", base_path="/v1"
+    )
     try:
         yield server
     finally:

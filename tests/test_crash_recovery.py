@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+import harness
 import pytest
 from harness import Sidecar, eventually
 
@@ -87,23 +88,7 @@ def is_final_reply(message: dict[str, Any]) -> bool:
 
 
 def marked_processes(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose environment carries CRASH_MARKER=marker."""
-    needle = f"CRASH_MARKER={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 :].split()[0]
-        if needle in environ.split(b"\0") and state != b"Z":
-            found.append(int(entry))
-    return found
+    return harness.marked_processes("CRASH_MARKER", marker)
 
 
 @dataclass

@@ -12,6 +12,7 @@ import signal
 import uuid
 from pathlib import Path
 
+import harness
 import pytest
 from harness import Sidecar, eventually
 
@@ -25,22 +26,7 @@ STUBBORN = (
 
 
 def marked_processes(marker: str) -> list[int]:
-    needle = f"ORPHAN_MARKER={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = handle.read()
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        state = stat[stat.rfind(b")") + 2 :].split()[0]
-        if needle in environ.split(b"\0") and state != b"Z":
-            found.append(int(entry))
-    return found
+    return harness.marked_processes("ORPHAN_MARKER", marker)
 
 
 async def start_stubborn_turn(
