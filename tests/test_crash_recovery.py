@@ -467,7 +467,11 @@ class CrashRun:
         await asyncio.wait_for(asyncio.gather(*workers), 20)
         # The scripted turn and close end with the sidecar (ConnectionError).
         await asyncio.gather(*self.round.scripted_tasks, return_exceptions=True)
+        # Each command's watchdog stops its process group once the sidecar is gone.
+        await eventually(lambda: marked_processes(self.marker) == [], timeout=5)
+        survivors = marked_processes(self.marker)
         self.reap_orphans()
+        self.check(not survivors, f"processes outlived the killed sidecar: {survivors}")
         await sidecar.wait_exit()
         for prompt in self.prompts.values():
             if prompt.outcome == "pending":
@@ -476,11 +480,10 @@ class CrashRun:
         self.check(not self.problems, f"unexpected errors during the workload: {self.problems}")
 
     def reap_orphans(self) -> None:
-        """Stop what carries this run's marker: commands that outlived a killed sidecar (a
-        `pipe` command keeps running; a `pty` one gets SIGHUP), or, after a failure, the
-        sidecar itself."""
+        """Stop what carries this run's marker: after a failure, the sidecar itself or
+        commands that outlived it (counted; the check above fails the run)."""
         for pid in marked_processes(self.marker):
-            self.stats["commands that outlived the killed sidecar (stopped by the test)"] += 1
+            self.stats["processes that outlived a killed sidecar"] += 1
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
