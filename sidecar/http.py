@@ -54,6 +54,10 @@ PING_INTERVAL: Final = 15.0
 # our own long handlers (send, SSE) end themselves as soon as stop() begins.
 _SHUTDOWN_TIMEOUT: Final = 0.1
 _MAX_LIMIT: Final = 1000
+# Per listener: enough for many local tools at once, far below the open-file limit.
+MAX_CONNECTIONS: Final = 256
+# An idle keep-alive connection is closed after this many seconds.
+KEEPALIVE_TIMEOUT: Final = 15.0
 _INT_RE: Final = re.compile(r"-?[0-9]{1,18}")
 # Binding refused by policy or sandbox: run without an endpoint, don't fail the session.
 _BIND_UNAVAILABLE: Final = frozenset(
@@ -115,6 +119,8 @@ def _json_object(body: bytes, example: str) -> dict[str, Any]:
         payload = json.loads(body)
     except ValueError as exc:
         raise errors.InvalidInput("body", f"not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise errors.InvalidInput("body", "JSON nested too deeply") from None
     if not isinstance(payload, dict):
         raise errors.InvalidInput("body", f"must be a JSON object like {example}")
     return payload
@@ -171,12 +177,17 @@ class Listener:
         self.app.router.add_get("/agent/messages", self._messages, allow_head=False)
         self.app.router.add_get("/agent/events", self._events, allow_head=False)
         self.app.router.add_post("/agent/resize", self._resize)
-        self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=_SHUTDOWN_TIMEOUT)
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            shutdown_timeout=_SHUTDOWN_TIMEOUT,
+            keepalive_timeout=KEEPALIVE_TIMEOUT,
+        )
 
     async def _start(self) -> None:
         await self._runner.setup()
         try:
-            await web.SockSite(self._runner, self._sock).start()
+            await _CappedSockSite(self._runner, self._sock, MAX_CONNECTIONS).start()
         except BaseException:
             await self._runner.cleanup()
             raise
@@ -353,6 +364,43 @@ class Listener:
         if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
             raise errors.InvalidInput("Last-Event-ID", "must be a non-negative integer event id")
         return int(raw)
+
+
+class _Refuse(asyncio.Protocol):
+    """Answers a connection over the cap with a JSON 503 and hangs up, without parsing."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        body = b'{"error": "too many connections to this session\'s listener"}'
+        transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+        transport.close()
+
+
+class _CappedSockSite(web.SockSite):
+    """A site that refuses connections beyond a cap: idle or trickling clients of one
+    session must not use up the descriptors every other session's listener needs."""
+
+    def __init__(self, runner: web.AppRunner, sock: socket.socket, cap: int) -> None:
+        super().__init__(runner, sock)
+        self._cap = cap
+
+    async def start(self) -> None:
+        server = self._runner.server
+        assert server is not None
+        cap = self._cap
+
+        def factory() -> asyncio.BaseProtocol:
+            if len(server.connections) >= cap:
+                return _Refuse()
+            return server()
+
+        await web.BaseSite.start(self)
+        self._server = await asyncio.get_running_loop().create_server(
+            factory, sock=self._sock, backlog=self._backlog
+        )
 
 
 def _bind_loopback(session_id: str) -> socket.socket | None:

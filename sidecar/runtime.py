@@ -361,11 +361,16 @@ class SessionRuntime:
             return await run_command_pty(command, self.cwd, self.limits, self.terminal, on_output)
         return await run_command(command, self.cwd, self.limits, on_output)
 
-    def resize(self, rows: int, cols: int) -> dict[str, int]:
+    def resize(self, rows: Any, cols: Any) -> dict[str, int]:
         """The terminal size for this session's commands; running PTYs follow at once."""
+        checked: list[int] = []
         for name, value in (("rows", rows), ("cols", cols)):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # JSON has one number type: 24.0 is the integer 24
             if type(value) is not int or not 1 <= value <= 1000:
                 raise InvalidInput(name, "must be an integer from 1 to 1000")
+            checked.append(value)
+        rows, cols = checked
         self.terminal.resize(rows, cols)
         return {"rows": rows, "cols": cols}
 

@@ -119,6 +119,7 @@ def test_summary_wire_shape_is_stable():
         "lastError": None,
         "interrupted": False,
         "forkedFrom": None,
+        "heldBy": None,
         "createdAt": "2026-01-01T00:00:00.000Z",
         "updatedAt": "2026-01-01T00:00:00.000Z",
         "http": {"url": "http://127.0.0.1:1", "token": "k"},
