@@ -35,7 +35,7 @@ from anthropic import (
 )
 from anthropic.types import RawMessageStreamEvent
 
-from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall
+from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall, cause_chain
 from sidecar.errors import ProviderError
 
 # Local servers ignore the key, but the SDK refuses to send a request without one.
@@ -366,21 +366,7 @@ def _tool_input(arguments: Any) -> dict[str, Any]:
 
 
 def _causes(e: BaseException) -> str:
-    """The distinct messages down the cause chain: the SDK's own ("Connection error.") and
-    httpx2's hide the OS error that says what happened."""
-    chain: list[BaseException] = [e] if not isinstance(e, APIConnectionError) else []
-    cause = e.__cause__ or e.__context__
-    while cause is not None and len(chain) < 8:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    if not chain:
-        return str(e)
-    parts: list[str] = []
-    for c in chain:
-        text = str(c) or type(c).__name__
-        if text not in parts:
-            parts.append(text)
-    return f"{'; '.join(parts)} ({type(chain[-1]).__name__})"
+    return cause_chain(e, include_self=not isinstance(e, APIConnectionError))
 
 
 def _server_message(e: APIStatusError) -> str:

@@ -44,3 +44,24 @@ class Provider(Protocol):
 
     async def aclose(self) -> None:
         """Release the client (connection pool)."""
+
+
+def cause_chain(error: BaseException, *, include_self: bool = True) -> str:
+    """The distinct messages down an exception's cause chain, for a ProviderError.
+
+    The SDKs' own connection errors ("Connection error.") and their HTTP client's ("All
+    connection attempts failed") hide the OS error that says what happened.
+    """
+    chain: list[BaseException] = [error] if include_self else []
+    cause = error.__cause__ or error.__context__
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if not chain:
+        return str(error)
+    parts: list[str] = []
+    for link in chain:
+        text = str(link) or type(link).__name__
+        if text not in parts:
+            parts.append(text)
+    return f"{'; '.join(parts)} ({type(chain[-1]).__name__})"

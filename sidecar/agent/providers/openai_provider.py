@@ -28,7 +28,7 @@ from openai import (
 )
 from openai.types.chat import ChatCompletionChunk
 
-from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall
+from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall, cause_chain
 from sidecar.errors import ProviderError
 
 # Local servers ignore the key, but the SDK refuses to start without one.
@@ -195,21 +195,7 @@ class OpenAIProvider:
 
 
 def _causes(e: APIConnectionError) -> str:
-    """The distinct messages down the cause chain: the SDK's own ("Connection error.") and
-    httpx's ("All connection attempts failed") hide the OS error that says what happened."""
-    chain: list[BaseException] = []
-    cause = e.__cause__ or e.__context__
-    while cause is not None and len(chain) < 8:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    if not chain:
-        return e.message
-    parts: list[str] = []
-    for c in chain:
-        text = str(c) or type(c).__name__
-        if text not in parts:
-            parts.append(text)
-    return f"{'; '.join(parts)} ({type(chain[-1]).__name__})"
+    return cause_chain(e, include_self=False)
 
 
 def _server_message(e: APIStatusError) -> str:
