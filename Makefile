@@ -27,8 +27,8 @@ run: system-deps $(BIN)/python
 	$(BIN)/python -m desktop $(ARGS)
 
 lint: venv
-	$(BIN)/ruff check protocol sidecar desktop tests
-	$(BIN)/ruff format --check protocol sidecar desktop tests
+	$(BIN)/ruff check protocol sidecar desktop tests bench
+	$(BIN)/ruff format --check protocol sidecar desktop tests bench
 	$(BIN)/mypy
 
 # pytest exits non-zero (5) when no test ran, so an empty run fails too.

@@ -1,0 +1,103 @@
+"""Where a `_session/status` round trip goes: the sidecar's pieces timed in-process.
+
+Each piece is the real code (the sidecar's store, summary builder, request model,
+JSON-RPC wrapper and validator) called directly, p50 over many calls, so the report
+can say which part of the gap to the floor is what. The serve loop's per-line
+asyncio work is emulated with the same calls (`ensure_future` x2, `asyncio.wait`,
+a task per request), since it cannot be called on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bench.core import Stats
+
+Piece = tuple[str, float]
+
+
+def _p50(fn: Callable[[], object], n: int) -> float:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - started) / 1000.0)
+    return Stats.of(samples).p50
+
+
+async def _ap50(fn: Callable[[], Awaitable[object]], n: int) -> float:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter_ns()
+        await fn()
+        samples.append((time.perf_counter_ns() - started) / 1000.0)
+    return Stats.of(samples).p50
+
+
+async def _serve_loop_emulation() -> None:
+    """What `RpcServer.serve` does per line besides dispatching it."""
+    stop = asyncio.Event()
+
+    async def line() -> bytes:
+        return b"{}\n"
+
+    async def handle() -> None:
+        return None
+
+    line_task = asyncio.ensure_future(line())
+    stop_task = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({line_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+    stop_task.cancel()
+    await asyncio.create_task(handle())
+
+
+def measure(work: Path, n: int) -> list[Piece]:
+    """p50 µs of each piece of the sidecar's status path."""
+    from jsonrpcserver import async_dispatch
+
+    from protocol.models import StatusParams
+    from sidecar.records import SessionRecord, SessionState, now
+    from sidecar.rpc import validate_request, wrap
+    from sidecar.store.sqlite import SqliteSessionStore
+    from sidecar.summary import build_summary
+
+    store = SqliteSessionStore(work / "breakdown.db")
+    stamp = now()
+    record = SessionRecord(
+        "sess_breakdown", str(work), "Breakdown", "craft", "pipe", SessionState.CLOSED, 1,
+        stamp, stamp, model="offline-echo",
+    )  # fmt: skip
+    store.insert(record)
+    params = {"sessionId": record.session_id}
+    summary = build_summary(
+        record, live=True, url="http://127.0.0.1:1", token="t" * 43, include_token=True
+    )
+    request = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "_session/status", "params": params})
+    reply = {"jsonrpc": "2.0", "result": summary, "id": 7}
+
+    async def fixed(_params: dict[str, Any]) -> dict[str, Any]:
+        return summary
+
+    method = wrap(fixed)
+    methods = {"_session/status": method}
+
+    async def dispatch() -> object:
+        return await async_dispatch(request, methods=methods, validator=validate_request)
+
+    pieces: list[Piece] = [
+        ("JSON parse + serialize (what the floor does)", _p50(lambda: json.dumps(json.loads(request) and reply), n)),
+        ("request model (StatusParams.model_validate)", _p50(lambda: StatusParams.model_validate(params), n)),
+        ("store read (SqliteSessionStore.get)", _p50(lambda: store.get(record.session_id), n)),
+        ("summary (build_summary: pydantic model, ISO times)", _p50(lambda: build_summary(record, live=True, url="http://127.0.0.1:1", token="t", include_token=True), n)),
+        ("jsonrpcserver dispatch around a no-op method", asyncio.run(_ap50(dispatch, n))),
+        ("  of which inspect.signature (called per request)", _p50(lambda: inspect.signature(method), n)),
+        ("serve loop per line (2 futures, asyncio.wait, a task), emulated", asyncio.run(_ap50(_serve_loop_emulation, n))),
+    ]  # fmt: skip
+    store.close()
+    return pieces
