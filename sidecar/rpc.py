@@ -9,6 +9,7 @@ table; handlers below this edge only raise sidecar errors.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -118,6 +119,9 @@ def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
             return Error(error.code, error.message)
         return Success({} if result is None else result)
 
+    # jsonrpcserver binds params against inspect.signature() on every call; a precomputed
+    # __signature__ makes that lookup immediate.
+    method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
     return method
 
 
@@ -135,19 +139,18 @@ class RpcServer:
 
     async def serve(self, reader: asyncio.StreamReader, stop: asyncio.Event) -> None:
         """Read until EOF or `stop`; each line is dispatched in its own task."""
-        while not stop.is_set():
-            line_task = asyncio.ensure_future(self._read_line(reader))
-            stop_task = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait(
-                {line_task, stop_task}, return_when=asyncio.FIRST_COMPLETED
-            )
-            stop_task.cancel()
-            if line_task not in done:
-                line_task.cancel()
-                return
-            line = line_task.result()
-            if line is None:
-                return
+        reading = asyncio.create_task(self._read_lines(reader))
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (reading, stopping):
+                task.cancel()
+            await asyncio.gather(reading, stopping, return_exceptions=True)
+
+    async def _read_lines(self, reader: asyncio.StreamReader) -> None:
+        # One long-lived loop: no per-line futures on the hot path.
+        while (line := await self._read_line(reader)) is not None:
             if line.strip():
                 task = asyncio.create_task(self._handle(line))
                 self._tasks.add(task)

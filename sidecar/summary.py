@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocol.models import HttpEndpoint, SessionSummary
 from sidecar.records import SessionRecord, iso
 
 
@@ -21,26 +20,27 @@ def build_summary(
     token: str | None,
     include_token: bool,
 ) -> dict[str, Any]:
+    # Built as a plain dict: this runs on every status request and every list entry.
+    # Its shape is `protocol.models.SessionSummary` (tests/test_records_and_events.py checks).
     http = None
     if live and url is not None:
-        http = HttpEndpoint(url=url, token=token if include_token else None)
-    summary = SessionSummary(
-        session_id=record.session_id,
-        cwd=record.cwd,
-        title=record.title,
-        status=record.status.value,  # type: ignore[arg-type]
-        mode=record.mode,  # type: ignore[arg-type]
-        backend=record.backend,  # type: ignore[arg-type]
-        effective_backend=record.backend,  # type: ignore[arg-type]
-        generation=record.generation,
-        live=live,
-        message_count=record.message_count,
-        last_error=record.last_error,
-        interrupted=record.interrupted,
-        forked_from=record.forked_from,
-        held_by=held_by,
-        created_at=iso(record.created_at),
-        updated_at=iso(record.updated_at),
-        http=http,
-    )
-    return summary.to_wire()
+        http = {"url": url, "token": token if include_token else None}
+    return {
+        "sessionId": record.session_id,
+        "cwd": record.cwd,
+        "title": record.title,
+        "status": record.status.value,
+        "mode": record.mode,
+        "backend": record.backend,
+        "effectiveBackend": record.backend,
+        "generation": record.generation,
+        "live": live,
+        "messageCount": record.message_count,
+        "lastError": record.last_error,
+        "interrupted": record.interrupted,
+        "forkedFrom": record.forked_from,
+        "heldBy": held_by,
+        "createdAt": iso(record.created_at),
+        "updatedAt": iso(record.updated_at),
+        "http": http,
+    }

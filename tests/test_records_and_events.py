@@ -134,3 +134,31 @@ def test_new_session_meta_defaults_and_strictness():
     }
     with pytest.raises(ValueError):
         NewSessionMeta.model_validate({"mode": 1})
+
+
+def test_build_summary_has_exactly_the_model_shape():
+    from sidecar.records import SessionRecord
+    from sidecar.summary import build_summary
+
+    record = SessionRecord(
+        session_id="sess_1",
+        cwd="/w",
+        title="t",
+        mode="plan",
+        backend="pty",
+        status=SessionState.IDLE,
+        generation=3,
+        created_at=0.0,
+        updated_at=1.5,
+        message_count=4,
+        forked_from="sess_0",
+    )
+    wire = build_summary(record, live=True, url="http://127.0.0.1:9", token="k", include_token=True)
+    assert SessionSummary.model_validate(wire).to_wire() == wire  # same keys, types and values
+    hidden = build_summary(
+        record, live=True, url="http://127.0.0.1:9", token="k", include_token=False
+    )
+    assert hidden["http"] == {"url": "http://127.0.0.1:9", "token": None}
+    assert (
+        build_summary(record, live=False, url=None, token=None, include_token=True)["http"] is None
+    )
