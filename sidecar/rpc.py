@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from jsonrpcserver import Error, Success, async_dispatch
+from jsonrpcserver.async_dispatcher import dispatch_request
+from jsonrpcserver.dispatcher import create_request, to_response
+from jsonrpcserver.request import Request
+from jsonrpcserver.response import to_serializable
+from jsonrpcserver.sentinels import NOID
 from pydantic import ValidationError
 
 from protocol.errors import ErrorCode, ProtocolError
@@ -93,6 +99,21 @@ def validate_request(request: Any) -> Any:
         if "id" in item and item["id"] is not None and type(item["id"]) not in (str, int, float):
             raise ValueError("bad id")
     return request
+
+
+def _single_request(text: str) -> Request | None:
+    """The request, if `text` is one valid request object; None sends it the full way."""
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if type(parsed) is not dict:
+        return None
+    try:
+        validate_request(parsed)
+    except ValueError:
+        return None
+    return create_request(parsed)
 
 
 def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
@@ -196,6 +217,17 @@ class RpcServer:
             self._reply_error(None, ProtocolError(ErrorCode.PARSE_ERROR, "Parse error: not UTF-8"))
             return
         try:
+            single = _single_request(text)
+            if single is not None:
+                # The common case, one request object: jsonrpcserver's own dispatch step
+                # (method lookup, params binding, the call, the response), without its
+                # pipeline's re-parse, batch gather and monad chain around it.
+                request, result = await dispatch_request(self._methods, self, single)
+                if request.id is not NOID:
+                    reply = to_serializable(to_response(request, result))
+                    self._writer.send(encode_message(reply))
+                return
+            # Everything else (bad JSON, invalid requests, batches) takes the full path.
             response = await async_dispatch(
                 text, methods=self._methods, context=self, validator=validate_request
             )
