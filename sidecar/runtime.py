@@ -21,7 +21,7 @@ from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
 from sidecar.agent.context import COMPACTION_PROMPT, ProviderContext
-from sidecar.agent.loop import begin_turn, run_turn
+from sidecar.agent.loop import run_turn, user_message
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.tools import system_prompt
 from sidecar.agent.turn import TurnOutcome
@@ -82,11 +82,13 @@ class SessionRuntime:
 
     # ---- state -------------------------------------------------------------------------
 
-    def _transition(self, new: SessionState, **changes: Any) -> SessionRecord:
+    def _transition(
+        self, new: SessionState, *, append: dict[str, Any] | None = None, **changes: Any
+    ) -> SessionRecord:
         check_transition(self.session_id, self.status, new)
         try:
             record = self._store.update(
-                self.session_id, self.generation, status=new.value, **changes
+                self.session_id, self.generation, status=new.value, append=append, **changes
             )
         except StaleGeneration:
             self.superseded = True
@@ -198,27 +200,30 @@ class SessionRuntime:
 
     # ---- turns (and compactions: they hold the same lock) -----------------------------------
 
-    def _claim(self, *, turn: bool) -> None:
-        """The turn lock: refuse unless idle with nothing running, then go running."""
+    def _claim(self, message: dict[str, Any] | None = None) -> None:
+        """The turn lock: refuse unless idle with nothing running, then go running. A turn's
+        user message is written in the same transaction as `running`: a crash can never
+        leave one without the other, and nobody is told `running` before it is stored."""
         if self._turn is not None:
             raise SessionBusy(self.session_id)
         if self.status is not SessionState.IDLE:
             raise InvalidState(
                 f"session {self.session_id} is {self.status.value}: a turn starts only from idle"
             )
-        changes = {"interrupted": False} if turn else {}
-        started = self._transition(SessionState.RUNNING, **changes)
-        self.turn_start_index = started.message_count
+        if message is None:  # a compaction: not a turn, the interrupted flag stays
+            started = self._transition(SessionState.RUNNING)
+            self.turn_start_index = started.message_count
+            return
+        started = self._transition(SessionState.RUNNING, append=message, interrupted=False)
+        self.turn_start_index = started.message_count - 1
+        if self._context is not None:
+            self._context.append(self.turn_start_index, message)
 
     def _start_turn(self, text: str, origin: str) -> asyncio.Task[TurnOutcome]:
         if not isinstance(text, str) or not text.strip():
             raise InvalidInput("prompt", "must be non-empty text")
-        self._claim(turn=True)
-        try:
-            begin_turn(self, text, origin)
-        except Exception:
-            self._end_turn_state(SessionState.IDLE)  # the prompt was refused, not lost
-            raise
+        self._claim(user_message(text))
+        self.events.publish(events.USER_MESSAGE, {"text": text, "origin": origin})
         task = asyncio.create_task(self._exclusive(run_turn(self), TurnOutcome("", "cancelled")))
         self._turn = task
         return task
@@ -234,7 +239,7 @@ class SessionRuntime:
         """`_session/compact`: summarize all but the last `keep_turns` turns, under the lock."""
         if type(keep_turns) is not int or keep_turns < 0:
             raise InvalidInput("keepTurns", "must be an integer >= 0")
-        self._claim(turn=False)
+        self._claim()
         cancelled = {"compacted": False, "cancelled": True}
         task = asyncio.create_task(self._exclusive(self._compact(keep_turns), cancelled))
         self._turn = task

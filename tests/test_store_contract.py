@@ -410,3 +410,20 @@ def test_fork_of_unknown_source_or_existing_id_is_refused(store) -> None:
     with pytest.raises(StoreError):
         store.fork("src", make_record("src"), 0)
     assert [r.session_id for r in store.list_page()[0]] == ["src"]
+
+
+# --- update with an appended message: one transaction ------------------------------------
+
+
+def test_update_with_append_lands_both_or_neither(store) -> None:
+    store.insert(make_record("s"))
+    record = store.update("s", 1, status="running", append={"role": "user", "content": "go"})
+    assert record.status is SessionState.RUNNING and record.message_count == 1
+    assert store.messages("s") == [{"role": "user", "content": "go"}]
+    with pytest.raises(StaleGeneration):
+        store.update("s", 2, status="idle", append={"role": "user", "content": "stale"})
+    with pytest.raises(StoreError):
+        store.update("s", 1, status="idle", append={"bad": object()})
+    after = store.get("s")
+    assert after.status is SessionState.RUNNING and after.message_count == 1
+    assert store.messages("s") == [{"role": "user", "content": "go"}]

@@ -56,15 +56,13 @@ def format_tool_result(result: CommandResult, limits: CommandLimits) -> str:
     return f"{head}\n{body}" if body else head
 
 
-def begin_turn(host: TurnHost, text: str, origin: str) -> None:
-    """Record the user's message. Synchronous, so it is committed before anyone can be
-    told the turn is running. `origin` ("acp" or "http") says who sent it."""
-    host.record_message({"role": "user", "content": text, "createdAt": iso(now())})
-    host.publish(events.USER_MESSAGE, {"text": text, "origin": origin})
+def user_message(text: str) -> dict[str, Any]:
+    """A turn's first transcript row; the runtime stores it with the `running` state."""
+    return {"role": "user", "content": text, "createdAt": iso(now())}
 
 
 async def run_turn(host: TurnHost) -> TurnOutcome:
-    """The model/tool loop for the turn begun by `begin_turn`."""
+    """The model/tool loop of a turn whose user message is already recorded."""
     tools = tools_for_mode(host.mode)
     final_text = ""
     for _ in range(MAX_MODEL_CALLS):

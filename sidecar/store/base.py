@@ -39,8 +39,17 @@ class SessionStore(Protocol):
     ) -> tuple[list[SessionRecord], int | None]:
         """Newest first. Returns the page and the cursor of the next page (None at the end)."""
 
-    def update(self, session_id: str, generation: int, **changes: Any) -> SessionRecord:
-        """Fenced change of UPDATABLE_FIELDS; sets updated_at. Returns the new record."""
+    def update(
+        self,
+        session_id: str,
+        generation: int,
+        *,
+        append: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> SessionRecord:
+        """Fenced change of UPDATABLE_FIELDS; sets updated_at. With `append`, that message
+        joins the transcript in the same transaction (a turn's start: `running` and its
+        user message land together or not at all). Returns the new record."""
 
     def begin_generation(
         self,

@@ -71,14 +71,24 @@ class MemorySessionStore:
             raise StaleGeneration(session_id, generation, record.generation)
         return record
 
-    def update(self, session_id: str, generation: int, **changes: Any) -> SessionRecord:
+    def update(
+        self,
+        session_id: str,
+        generation: int,
+        *,
+        append: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> SessionRecord:
         unknown = set(changes) - UPDATABLE_FIELDS
         if unknown:
             raise ValueError(f"not updatable: {sorted(unknown)}")
+        if "status" in changes:
+            changes["status"] = SessionState(changes["status"])
         with self._lock:
             record = self._fenced(session_id, generation)
-            if "status" in changes:
-                changes["status"] = SessionState(changes["status"])
+            if append is not None:
+                self._append(record, append)  # checks the message before changing anything
+                record = self._records[session_id]
             updated = record.replace(**changes, updated_at=now())
             self._records[session_id] = updated
             return updated

@@ -242,14 +242,24 @@ class SqliteSessionStore:
         next_cursor = page[-1][0] if len(rows) > limit else None
         return [record for _, record in page], next_cursor
 
-    def update(self, session_id: str, generation: int, **changes: Any) -> SessionRecord:
+    def update(
+        self,
+        session_id: str,
+        generation: int,
+        *,
+        append: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> SessionRecord:
         unknown = set(changes) - UPDATABLE_FIELDS
         if unknown:
             raise ValueError(f"not updatable: {sorted(unknown)}")
         if "status" in changes:
             changes["status"] = SessionState(changes["status"])
+        body = None if append is None else self._body(session_id, append)
         with self._write():
             seq, record = self._fenced(session_id, generation)
+            if body is not None:
+                record = self._append(seq, record, body)
             # UPDATABLE_FIELDS are column names, so `changes` names columns.
             return self._save(seq, record.replace(**changes, updated_at=now()), *changes)
 
@@ -285,11 +295,15 @@ class SqliteSessionStore:
             rows = self._conn.execute("SELECT id FROM sessions WHERE lease_owner = ?", (owner,))
             return {session_id for (session_id,) in rows}
 
-    def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
+    @staticmethod
+    def _body(session_id: str, message: Mapping[str, Any]) -> str:
         try:
-            body = json.dumps(dict(message))
+            return json.dumps(dict(message))
         except (TypeError, ValueError) as exc:
             raise StoreError(f"cannot store message for session {session_id}: {exc}") from exc
+
+    def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
+        body = self._body(session_id, message)
         with self._write():
             seq, record = self._fenced(session_id, generation)
             return self._append(seq, record, body).message_count - 1

@@ -33,7 +33,14 @@ class UnavailableStore:
     ) -> tuple[list[SessionRecord], int | None]:
         self._fail()
 
-    def update(self, session_id: str, generation: int, **changes: Any) -> SessionRecord:
+    def update(
+        self,
+        session_id: str,
+        generation: int,
+        *,
+        append: Mapping[str, Any] | None = None,
+        **changes: Any,
+    ) -> SessionRecord:
         self._fail()
 
     def begin_generation(
