@@ -42,6 +42,11 @@ class ProviderContext:
     def __init__(self, summary: str | None = None) -> None:
         self.summary = summary
         self._entries: list[tuple[int, dict[str, Any]]] = []  # (transcript index, message)
+        # What the provider is sent, kept well formed incrementally so a model call does
+        # not re-check the whole context: only the part from the last message that made
+        # tool calls (`_open`) may still need fixing, until the next user message.
+        self._sent: list[dict[str, Any]] = []
+        self._open: int | None = None
         self.chars = len(summary or "")
 
     @classmethod
@@ -56,13 +61,28 @@ class ProviderContext:
             for index, message in enumerate(page, start=offset):
                 context.append(index, message)
             offset += len(page)
+        context._settle()
         return context
+
+    def _settle(self) -> None:
+        """Re-check everything (after loading or compacting: the only times a problem can
+        sit in the middle, e.g. a call whose result was compacted away)."""
+        self._sent = _well_formed([message for _, message in self._entries])
+        self._open = None
 
     def append(self, index: int, message: dict[str, Any]) -> None:
         converted = to_provider_message(message)
-        if converted is not None:
-            self._entries.append((index, converted))
-            self.chars += _size(converted)
+        if converted is None:
+            return
+        self._entries.append((index, converted))
+        self.chars += _size(converted)
+        if converted.get("role") == "user" and self._open is not None:
+            self._sent[self._open :] = _well_formed(self._sent[self._open :])
+            self._open = None
+        opens = converted.get("tool_calls") or converted.get("role") == "tool"
+        if opens and self._open is None:
+            self._open = len(self._sent)
+        self._sent.append(converted)
 
     def messages(self, system_prompt: str) -> list[dict[str, Any]]:
         head = [{"role": "system", "content": system_prompt}]
@@ -73,7 +93,9 @@ class ProviderContext:
                     "content": f"Summary of the earlier conversation:\n{self.summary}",
                 }
             )
-        return head + _well_formed([message for _, message in self._entries])
+        if self._open is None:
+            return head + self._sent
+        return head + self._sent[: self._open] + _well_formed(self._sent[self._open :])
 
     def split_point(self, keep_turns: int) -> int | None:
         """Transcript index where the last `keep_turns` turns begin, if anything precedes it."""
@@ -101,16 +123,28 @@ class ProviderContext:
         self._entries = [(i, m) for i, m in self._entries if i >= keep_from]
         self.summary = summary
         self.chars = len(summary) + sum(_size(m) for _, m in self._entries)
+        self._settle()
 
 
 def _well_formed(context: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop tool calls that never got a result (a crash mid-command), and results whose
-    call was compacted away, so providers accept the context."""
-    answered = {m.get("tool_call_id") for m in context if m.get("role") == "tool"}
-    asked = {c.get("id") for m in context for c in (m.get("tool_calls") or [])}
+    """Keep only tool calls that got a result, and results that follow their call, so
+    providers accept the context (a crash mid-command, or compaction, can break pairs)."""
+    asked: set[Any] = set()
+    answered: set[Any] = set()
+    kept_results: set[int] = set()
+    for position, message in enumerate(context):
+        for call in message.get("tool_calls") or []:
+            asked.add(call.get("id"))
+        if message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id in asked and call_id not in answered:
+                answered.add(call_id)
+                kept_results.add(position)
     fixed: list[dict[str, Any]] = []
-    for message in context:
-        if message.get("role") == "tool" and message.get("tool_call_id") not in asked:
+    for position, message in enumerate(context):
+        if message.get("role") == "tool":
+            if position in kept_results:
+                fixed.append(message)
             continue
         calls = message.get("tool_calls")
         if calls:
