@@ -1,5 +1,8 @@
-"""Method names: ACP's (taken from `acp.meta`, never retyped) and our extensions.
+"""Method names: ACP's and our extensions, as constants in this one place.
 
+ACP's are written out rather than imported from `acp.meta`: importing any part of the
+`acp` package loads its whole schema (~0.4 s), which the sidecar must not pay before it
+can answer `initialize`. `tests/test_protocol_methods.py` pins them to `acp.meta`.
 ACP reserves names that start with `_` for extensions; ours live under `_session/`
 and `_sidecar/`.
 """
@@ -8,28 +11,25 @@ from __future__ import annotations
 
 from typing import Final
 
-from acp.meta import AGENT_METHODS, CLIENT_METHODS
-from acp.meta import PROTOCOL_VERSION as _ACP_PROTOCOL_VERSION
-
-PROTOCOL_VERSION: Final[int] = _ACP_PROTOCOL_VERSION
+PROTOCOL_VERSION: Final[int] = 1
 
 
 class Method:
     """Every method name the sidecar speaks, as constants."""
 
-    INITIALIZE: Final = AGENT_METHODS["initialize"]
-    SESSION_NEW: Final = AGENT_METHODS["session_new"]
-    SESSION_LOAD: Final = AGENT_METHODS["session_load"]
-    SESSION_RESUME: Final = AGENT_METHODS["session_resume"]
-    SESSION_CLOSE: Final = AGENT_METHODS["session_close"]
-    SESSION_DELETE: Final = AGENT_METHODS["session_delete"]
-    SESSION_LIST: Final = AGENT_METHODS["session_list"]
-    SESSION_FORK: Final = AGENT_METHODS["session_fork"]
-    SESSION_PROMPT: Final = AGENT_METHODS["session_prompt"]
-    SESSION_CANCEL: Final = AGENT_METHODS["session_cancel"]
-    SESSION_SET_MODE: Final = AGENT_METHODS["session_set_mode"]
+    INITIALIZE: Final = "initialize"
+    SESSION_NEW: Final = "session/new"
+    SESSION_LOAD: Final = "session/load"
+    SESSION_RESUME: Final = "session/resume"
+    SESSION_CLOSE: Final = "session/close"
+    SESSION_DELETE: Final = "session/delete"
+    SESSION_LIST: Final = "session/list"
+    SESSION_FORK: Final = "session/fork"
+    SESSION_PROMPT: Final = "session/prompt"
+    SESSION_CANCEL: Final = "session/cancel"
+    SESSION_SET_MODE: Final = "session/set_mode"
     # agent -> client notification
-    SESSION_UPDATE: Final = CLIENT_METHODS["session_update"]
+    SESSION_UPDATE: Final = "session/update"
 
     # extensions (requests)
     STATUS: Final = "_session/status"

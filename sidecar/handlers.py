@@ -8,36 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp.schema import (
-    AgentCapabilities,
     CancelNotification,
     CloseSessionRequest,
     DeleteSessionRequest,
     ForkSessionRequest,
-    Implementation,
-    InitializeRequest,
-    InitializeResponse,
     ListSessionsRequest,
     LoadSessionRequest,
     NewSessionRequest,
-    PromptCapabilities,
     PromptRequest,
     ResumeSessionRequest,
-    SessionCapabilities,
-    SessionCloseCapabilities,
-    SessionDeleteCapabilities,
-    SessionForkCapabilities,
-    SessionListCapabilities,
-    SessionResumeCapabilities,
     SetSessionModeRequest,
 )
 from pydantic import ValidationError
 
 from protocol.errors import ProtocolError
-from protocol.methods import PROTOCOL_VERSION, Method
+from protocol.methods import Method
 from protocol.models import (
     CompactParams,
     MessagesParams,
@@ -109,9 +98,9 @@ class AcpHandlers:
         self.server = server
         self.request_shutdown = request_shutdown
 
-    def register_all(self) -> None:
-        table = {
-            Method.INITIALIZE: self.initialize,
+    def table(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
+        """Every method but `initialize` (sidecar/initialize.py answers that)."""
+        return {
             Method.SESSION_NEW: self.session_new,
             Method.SESSION_LOAD: self.session_load,
             Method.SESSION_RESUME: self.session_resume,
@@ -128,34 +117,6 @@ class AcpHandlers:
             Method.COMPACT: self.compact,
             Method.SHUTDOWN: self.shutdown,
         }
-        for name, handler in table.items():
-            self.server.register(name, handler)
-
-    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
-        InitializeRequest.model_validate(params)  # refuse malformed params; version: see below
-        response = InitializeResponse(
-            # We speak exactly one version; ACP: answer with it, the client decides.
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(embedded_context=True),
-                session_capabilities=SessionCapabilities(
-                    list=SessionListCapabilities(),
-                    delete=SessionDeleteCapabilities(),
-                    resume=SessionResumeCapabilities(),
-                    close=SessionCloseCapabilities(),
-                    fork=SessionForkCapabilities(),
-                ),
-            ),
-            agent_info=Implementation(
-                name="acp-session-host", title="Session host", version=VERSION
-            ),
-            auth_methods=[],
-        )
-        result = _dump(response)
-        if self.manager.store_problem is not None:
-            result["_meta"] = {"storeError": self.manager.store_problem}
-        return result
 
     async def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         params = {"mcpServers": [], **params}

@@ -1,0 +1,58 @@
+"""`initialize`, answered without the heavy imports.
+
+The sidecar starts serving before ACP's schema module, aiohttp and the provider SDKs
+are imported (together about 0.6 s): a client's first request is answered at once,
+and every other method waits for those imports (see app.py). So this reply is built
+by hand; `tests/test_acp_interop.py` checks that the official SDK parses it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.methods import PROTOCOL_VERSION
+
+VERSION = "0.1.0"
+
+
+class InitializeParams(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    protocol_version: int = Field(alias="protocolVersion", ge=0, le=65535)
+
+
+def initialize_result(store_problem: str | None) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        # We speak exactly one version; ACP: answer with it, the client decides.
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": True,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "mcpCapabilities": {"http": False, "sse": False, "acp": False},
+            "sessionCapabilities": {
+                "list": {},
+                "delete": {},
+                "fork": {},
+                "resume": {},
+                "close": {},
+            },
+            "auth": {},
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "acp-session-host", "title": "Session host", "version": VERSION},
+    }
+    if store_problem is not None:
+        result["_meta"] = {"storeError": store_problem}
+    return result
+
+
+def initialize_handler(
+    store_problem: Callable[[], str | None],
+) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    async def initialize(params: dict[str, Any]) -> dict[str, Any]:
+        InitializeParams.model_validate(params)  # refuse malformed params
+        return initialize_result(store_problem())
+
+    return initialize
