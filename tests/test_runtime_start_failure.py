@@ -16,10 +16,13 @@ from protocol.errors import ErrorCode
 async def test_failed_start_keeps_the_record_in_error_and_resume_recovers(
     sidecar: Sidecar, workspace: Path
 ):
+    await sidecar.call("session/list", {})  # fully started: every module is loaded
     original = resource.prlimit(sidecar.pid, resource.RLIMIT_NOFILE)
-    open_now = len(os.listdir(f"/proc/{sidecar.pid}/fd"))
-    # No descriptor left for a listener socket: the runtime cannot start.
-    resource.prlimit(sidecar.pid, resource.RLIMIT_NOFILE, (open_now, original[1]))
+    in_use = {int(fd) for fd in os.listdir(f"/proc/{sidecar.pid}/fd")}
+    lowest_free = next(n for n in range(len(in_use) + 1) if n not in in_use)
+    # The limit caps descriptor numbers: at the lowest free one, no new socket can be had,
+    # so the listener (the only descriptor a create needs) cannot open.
+    resource.prlimit(sidecar.pid, resource.RLIMIT_NOFILE, (lowest_free, original[1]))
     try:
         with pytest.raises(RpcError) as failed:
             await sidecar.new_session(workspace, title="unlucky")
