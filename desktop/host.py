@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from desktop.client import SidecarClient, SidecarGone
+from protocol.methods import PROTOCOL_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,6 @@ NotificationListener = Callable[[str, dict[str, Any]], None]
 # Host events: "sidecar_started", "sidecar_exited", "sidecar_restarted", "sidecar_failed".
 HostListener = Callable[[str, dict[str, Any]], None]
 
-PROTOCOL_VERSION = 1
 QUICK_DEATH_SECONDS = 3.0
 MAX_QUICK_DEATHS = 5
 

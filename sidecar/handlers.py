@@ -42,7 +42,6 @@ from sidecar.rpc import RpcServer
 
 LIST_PAGE = 100
 REPLAY_PAGE = 500
-VERSION = "0.1.0"
 
 
 def _dump(model: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from protocol.models import BACKENDS, MODES
 from sidecar import lease
 from sidecar.agent.turn import TurnOutcome
 from sidecar.errors import (
@@ -37,9 +38,6 @@ from sidecar.runtime import RuntimeDeps, SessionRuntime
 from sidecar.summary import build_summary
 
 log = logging.getLogger(__name__)
-
-MODES = ("craft", "plan", "ask")
-BACKENDS = ("pipe", "pty")
 
 
 def validate_new(cwd: Any, mode: Any, backend: Any, title: Any) -> None:
