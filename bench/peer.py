@@ -54,7 +54,6 @@ class EchoAgent:
             "status": "idle",
             "mode": "craft",
             "backend": "pipe",
-            "effectiveBackend": "pipe",
             "generation": 1,
             "live": True,
             "messageCount": 0,
@@ -69,7 +68,7 @@ class EchoAgent:
     def _session(self, session_id: Any) -> dict[str, Any]:
         session = self._sessions.get(str(session_id))
         if session is None:
-            raise RequestError(-32041, "session not found", {"sessionId": session_id})
+            raise RequestError(-32002, "session not found", {"sessionId": session_id})
         return session
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:

@@ -62,22 +62,27 @@ def measure(work: Path, n: int) -> list[Piece]:
     from jsonrpcserver import async_dispatch
 
     from protocol.models import StatusParams
-    from sidecar.records import SessionRecord, SessionState, now
-    from sidecar.rpc import validate_request, wrap
+    from protocol.values import Backend, Mode
+    from sidecar.acp.server import validate_request, wrap
+    from sidecar.core.views import SessionView
+    from sidecar.domain.records import SessionRecord, SessionState, now
+    from sidecar.store.blocking import blocking
     from sidecar.store.sqlite import SqliteSessionStore
-    from sidecar.summary import build_summary
+    from sidecar.wire.summary import summary as render
 
-    store = SqliteSessionStore(work / "breakdown.db")
+    def build_summary(record: SessionRecord, **live: Any) -> dict[str, Any]:
+        view = SessionView(record, True, live["url"], live["token"], None)
+        return render(view)
+
+    store, close_store = blocking(lambda: SqliteSessionStore(work / "breakdown.db"))
     stamp = now()
     record = SessionRecord(
-        "sess_breakdown", str(work), "Breakdown", "craft", "pipe", SessionState.CLOSED, 1,
-        stamp, stamp, model="offline-echo",
+        "sess_breakdown", str(work), "Breakdown", Mode.CRAFT, Backend.PIPE, SessionState.CLOSED,
+        1, stamp, stamp, model="offline-echo",
     )  # fmt: skip
     store.insert(record)
     params = {"sessionId": record.session_id}
-    summary = build_summary(
-        record, live=True, url="http://127.0.0.1:1", token="t" * 43, include_token=True
-    )
+    summary = build_summary(record, live=True, url="http://127.0.0.1:1", token="t" * 43)
     request = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "_session/status", "params": params})
     reply = {"jsonrpc": "2.0", "result": summary, "id": 7}
 
@@ -94,10 +99,10 @@ def measure(work: Path, n: int) -> list[Piece]:
         ("JSON parse + serialize (what the floor does)", _p50(lambda: json.dumps(json.loads(request) and reply), n)),
         ("request model (StatusParams.model_validate)", _p50(lambda: StatusParams.model_validate(params), n)),
         ("store read (SqliteSessionStore.get)", _p50(lambda: store.get(record.session_id), n)),
-        ("summary (build_summary: pydantic model, ISO times)", _p50(lambda: build_summary(record, live=True, url="http://127.0.0.1:1", token="t", include_token=True), n)),
+        ("summary (wire.summary: a plain dict, ISO times)", _p50(lambda: build_summary(record, live=True, url="http://127.0.0.1:1", token="t"), n)),
         ("jsonrpcserver dispatch around a no-op method", asyncio.run(_ap50(dispatch, n))),
         ("  of which inspect.signature (called per request)", _p50(lambda: inspect.signature(method), n)),
         ("serve loop per line (2 futures, asyncio.wait, a task), emulated", asyncio.run(_ap50(_serve_loop_emulation, n))),
     ]  # fmt: skip
-    store.close()
+    close_store()
     return pieces

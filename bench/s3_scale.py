@@ -84,8 +84,10 @@ def _grow(side: Side, workspace: str) -> None:
     if side.kind == KINDS[0]:
         for _ in range(side.size):
             summary = new_session(side.client, workspace)["_meta"]
-            port = int(summary["http"]["url"].rsplit(":", 1)[1])
-            side.endpoints.append((summary["sessionId"], port, summary["http"]["token"]))
+            # The summary names the listener; its token comes from `_session/http`.
+            access = side.client.call("_session/http", {"sessionId": summary["sessionId"]})
+            port = int(access["url"].rsplit(":", 1)[1])
+            side.endpoints.append((summary["sessionId"], port, access["token"]))
     else:
         ports = side.client.call("open", {"count": side.size})["ports"]
         side.endpoints += [("", int(port), None) for port in ports]

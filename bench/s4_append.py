@@ -9,6 +9,7 @@ gives its p50/p99. The floor, grown to the same lengths in the same loop: one ba
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import sqlite3
@@ -19,7 +20,7 @@ from typing import Any
 
 from bench import transcripts
 from bench.core import Stats
-from sidecar.records import SessionState
+from sidecar.domain.records import SessionState
 from sidecar.store.sqlite import SqliteSessionStore
 
 
@@ -69,11 +70,17 @@ def measure(
     work: Path, rng: random.Random, checkpoints: list[int], window: int, budget: int
 ) -> AppendRun:
     """Grow one stored session to max(checkpoints) messages, timing every append."""
+    return asyncio.run(_measure(work, rng, checkpoints, window, budget))
+
+
+async def _measure(
+    work: Path, rng: random.Random, checkpoints: list[int], window: int, budget: int
+) -> AppendRun:
     path = work / "append.db"
     store = SqliteSessionStore(path)
     floor = _Floor(work / "append-floor.db")
     new = transcripts.record(work, "Long transcript")
-    store.insert(new)
+    await store.insert(new)
     run = AppendRun(new.session_id, path)
     store_us: list[float] = []
     floor_us: list[float] = []
@@ -84,7 +91,7 @@ def measure(
         if run.fits_budget is None and chars > budget:
             run.fits_budget = index
         t0 = time.perf_counter_ns()
-        store.append_message(new.session_id, 1, message)
+        await store.append_message(new.session_id, 1, message)
         store_us.append((time.perf_counter_ns() - t0) / 1000.0)
         floor_us.append(floor.append(json.dumps(message)))
     run.fill_s = time.perf_counter() - started
@@ -92,8 +99,8 @@ def measure(
         low = max(0, checkpoint - window)
         run.store[checkpoint] = Stats.of(store_us[low:checkpoint])
         run.floor[checkpoint] = Stats.of(floor_us[low:checkpoint])
-    store.update(new.session_id, 1, status=SessionState.CLOSED.value)
-    store.close()
+    await store.update(new.session_id, 1, status=SessionState.CLOSED.value)
+    await store.close()
     floor.db.close()
     return run
 
@@ -101,12 +108,16 @@ def measure(
 def read_all_per_s(path: Path, session_id: str, page: int = 500) -> float:
     """Messages/s of reading a whole transcript through the store in `session/load`'s
     page size: the floor of a replay, which must at least read every row."""
+    return asyncio.run(_read_all_per_s(path, session_id, page))
+
+
+async def _read_all_per_s(path: Path, session_id: str, page: int) -> float:
     store = SqliteSessionStore(path)
     try:
         started = time.perf_counter()
         offset = 0
-        while batch := store.messages(session_id, offset, page):
+        while batch := await store.messages(session_id, offset, page):
             offset += len(batch)
         return offset / (time.perf_counter() - started)
     finally:
-        store.close()
+        await store.close()

@@ -20,7 +20,6 @@ from bench.core import ScenarioResult, Settings, Stats
 from bench.core import interleaved as run_interleaved
 from bench.pipes import PipeClient, initialize, prompt_params, sidecar_argv
 from bench.s4_report import Measured, describe
-from sidecar.store.sqlite import SqliteSessionStore
 
 KEY = "4"
 # The sidecar's default --context-budget, passed explicitly so the two stay in step.
@@ -42,7 +41,7 @@ def _data_dirs(
     big, empty = settings.scratch("s4/big"), settings.scratch("s4/empty")
     shutil.copy(run.db_path, big / "sessions.db")
     ids = {"big": run.session_id}
-    store = SqliteSessionStore(big / "sessions.db")
+    store, close = transcripts.open_store(big / "sessions.db")
     try:
         ids["big copy"] = transcripts.fork_closed(
             store, run.session_id, cwd, "Copy", checkpoints[-1]
@@ -60,12 +59,12 @@ def _data_dirs(
         while len(ids) < 10:
             ids[f"filler {len(ids)}"] = transcripts.add_session(store, rng, cwd, "Short", 2)
     finally:
-        store.close()
-    store = SqliteSessionStore(empty / "sessions.db")
+        close()
+    store, close = transcripts.open_store(empty / "sessions.db")
     try:
         made = [transcripts.add_session(store, rng, cwd, "Short", 2) for _ in ids]
     finally:
-        store.close()
+        close()
     return empty, big, ids | {"small": made[0]}  # fmt: skip
 
 

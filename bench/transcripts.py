@@ -12,11 +12,13 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sidecar.records import SessionRecord, SessionState, iso
+from protocol.values import Backend, Mode
+from sidecar.domain.records import SessionRecord, SessionState, iso
+from sidecar.store.blocking import BlockingStore, blocking
 from sidecar.store.sqlite import SqliteSessionStore
 
 WORDS = (
@@ -61,8 +63,8 @@ def record(cwd: Path, title: str, status: SessionState = SessionState.IDLE) -> S
         session_id=f"sess_{uuid.uuid4().hex}",
         cwd=str(cwd),
         title=title,
-        mode="craft",
-        backend="pipe",
+        mode=Mode.CRAFT,
+        backend=Backend.PIPE,
         status=status,
         generation=1,
         created_at=stamp,
@@ -71,9 +73,12 @@ def record(cwd: Path, title: str, status: SessionState = SessionState.IDLE) -> S
     )
 
 
-def add_session(
-    store: SqliteSessionStore, rng: random.Random, cwd: Path, title: str, count: int
-) -> str:
+def open_store(path: Path) -> tuple[BlockingStore, Callable[[], None]]:
+    """The real SQLite store, driven synchronously (set-up code runs outside any loop)."""
+    return blocking(lambda: SqliteSessionStore(path))
+
+
+def add_session(store: BlockingStore, rng: random.Random, cwd: Path, title: str, count: int) -> str:
     """A closed session with `count` messages, as a sidecar would have left it."""
     new = record(cwd, title)
     store.insert(new)
@@ -83,7 +88,7 @@ def add_session(
     return new.session_id
 
 
-def fork_closed(store: SqliteSessionStore, source_id: str, cwd: Path, title: str, upto: int) -> str:
+def fork_closed(store: BlockingStore, source_id: str, cwd: Path, title: str, upto: int) -> str:
     """A closed copy of the first `upto` messages of a stored session (the store's fork)."""
     copy = record(cwd, title, SessionState.CLOSED)
     store.fork(source_id, copy, upto)
@@ -95,8 +100,8 @@ def stored_sessions(
 ) -> list[str]:
     """A data dir holding `count` closed sessions of `each` messages."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = SqliteSessionStore(data_dir / "sessions.db")
+    store, close = open_store(data_dir / "sessions.db")
     try:
         return [add_session(store, rng, cwd, f"Stored session {i}", each) for i in range(count)]
     finally:
-        store.close()
+        close()

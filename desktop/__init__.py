@@ -1,1 +1,1 @@
-"""Desktop main process: a pywebview window over the sidecar (next issue)."""
+"""Desktop main process: a pywebview window (and a terminal client) over a supervised sidecar."""

@@ -17,10 +17,11 @@ import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from desktop import sessions
 from desktop.client import RpcError, SidecarGone
 from protocol.errors import ErrorCode
 from protocol.methods import Method
-from protocol.models import BACKENDS, available_modes
+from protocol.values import Backend, available_modes
 
 if TYPE_CHECKING:
     from desktop.app import DesktopApp
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT = 30.0
+PERMISSION_OPTIONS = ("allow_once", "allow_always", "reject_once", "reject_always")
 PROMPT_ACCEPT_WAIT = 1.0  # a refused prompt is refused at once; longer means it is running
 MAX_PAGE = 1000
 
@@ -111,7 +113,7 @@ class Bridge:
             "pageId": self._page_id,
             "defaultCwd": self._app.options.default_cwd,
             "modes": available_modes(),
-            "backends": list(BACKENDS),
+            "backends": [backend.value for backend in Backend],
             "sidecar": self.sidecar_info(),
         }
 
@@ -132,7 +134,7 @@ class Bridge:
     # ---- sessions -----------------------------------------------------------------------
 
     def list_sessions(self) -> Any:
-        return self._run(_list_all(self._host))
+        return self._run(sessions.list_all(self._host))
 
     def status(self, session_id: str) -> Any:
         try:
@@ -151,7 +153,7 @@ class Bridge:
             sid = _text(session_id, "sessionId")
         except BadInput as exc:
             return error("invalid_input", str(exc))
-        return self._run(_messages_page(self._host, sid, offset, limit))
+        return self._run(sessions.messages_page(self._host, sid, offset, limit))
 
     def new_session(self, cwd: str, mode: str, backend: str, title: str) -> Any:
         meta = {"mode": mode or "craft", "backend": backend or "pipe"}
@@ -184,7 +186,7 @@ class Bridge:
         return result if "error" in result else result["_meta"]
 
     def resume(self, session_id: str) -> Any:
-        return self._run(_resume(self._host, session_id))
+        return self._run(sessions.resume(self._host, session_id))
 
     def delete(self, session_id: str) -> Any:
         return self._request(Method.SESSION_DELETE, {"sessionId": session_id})
@@ -192,42 +194,37 @@ class Bridge:
     def set_mode(self, session_id: str, mode: str) -> Any:
         return self._request(Method.SESSION_SET_MODE, {"sessionId": session_id, "modeId": mode})
 
+    def set_config(self, session_id: str, config_id: str, value: str) -> Any:
+        """A session setting (approval, sandbox, model, mode) by its ACP config option id."""
+        params = {"sessionId": session_id, "configId": config_id, "value": value}
+        return self._request(Method.SESSION_SET_CONFIG_OPTION, params)
+
+    # ---- consent ------------------------------------------------------------------------
+
+    def pending_permissions(self) -> list[dict[str, Any]]:
+        """Every request waiting for the user (a rebuilt page shows the same cards)."""
+        return [waiting.params for waiting in self._host.pending_permissions.values()]
+
+    def answer_permission(self, session_id: str, call_id: str, option_id: str | None) -> Any:
+        if option_id is not None and option_id not in PERMISSION_OPTIONS:
+            return error("invalid_input", f"unknown option {option_id!r}")
+
+        async def answer() -> bool:
+            return self._host.answer_permission(session_id, call_id, option_id)
+
+        answered = self._run(answer())
+        if answered is False:
+            return error("stale", "That request is no longer waiting.", "Already settled")
+        return answered
+
+    def permissions(self, session_id: str) -> Any:
+        return self._request(Method.PERMISSIONS, {"sessionId": session_id})
+
+    def set_rules(self, session_id: str, rules: list[dict[str, Any]]) -> Any:
+        return self._request(Method.SET_PERMISSIONS, {"sessionId": session_id, "rules": rules})
+
 
 # ---- coroutines run on the host loop -------------------------------------------------
-
-
-async def _list_all(host: SidecarHost) -> list[dict[str, Any]]:
-    """Every session (the sidecar pages its list 100 at a time), newest first."""
-    summaries: list[dict[str, Any]] = []
-    params: dict[str, Any] = {}
-    while True:
-        page = await host.request(Method.SESSION_LIST, params)
-        summaries.extend(entry["_meta"] for entry in page["sessions"])
-        cursor = page.get("nextCursor")
-        if not cursor:
-            return summaries
-        params = {"cursor": cursor}
-
-
-async def _messages_page(
-    host: SidecarHost, session_id: str, offset: int | None, limit: int
-) -> dict[str, Any]:
-    if offset is None:
-        head = await host.request(Method.MESSAGES, {"sessionId": session_id, "limit": 1})
-        offset = max(0, int(head["total"]) - limit)
-    page = await host.request(
-        Method.MESSAGES, {"sessionId": session_id, "offset": offset, "limit": limit}
-    )
-    return {"messages": page["messages"], "total": page["total"], "offset": offset}
-
-
-async def _resume(host: SidecarHost, session_id: str) -> dict[str, Any]:
-    summary = await host.request(Method.STATUS, {"sessionId": session_id})
-    result = await host.request(
-        Method.SESSION_RESUME, {"sessionId": session_id, "cwd": summary["cwd"], "mcpServers": []}
-    )
-    resumed: dict[str, Any] = result["_meta"]
-    return resumed
 
 
 async def _start_prompt(app: DesktopApp, params: dict[str, Any]) -> dict[str, Any]:

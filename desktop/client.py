@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from jsonrpcclient import notification, request
@@ -27,6 +27,8 @@ from protocol.framing import MAX_MESSAGE_BYTES, encode_message
 log = logging.getLogger(__name__)
 
 NotificationHandler = Callable[[str, dict[str, Any]], None]
+# Answers a request the sidecar sends us (e.g. session/request_permission): its result.
+RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 class RpcError(Exception):
@@ -49,7 +51,8 @@ class SidecarClient:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._handlers: list[NotificationHandler] = []
-        self.notifications: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self._request_handler: RequestHandler | None = None
+        self._answering: set[asyncio.Task[None]] = set()
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=400)
         self._write_lock = asyncio.Lock()
         self._reader = asyncio.create_task(self._read_stdout())
@@ -81,6 +84,10 @@ class SidecarClient:
 
     def on_notification(self, handler: NotificationHandler) -> None:
         self._handlers.append(handler)
+
+    def on_request(self, handler: RequestHandler) -> None:
+        """Who answers the sidecar's requests to us; without one they get method-not-found."""
+        self._request_handler = handler
 
     async def _write(self, message: dict[str, Any]) -> None:
         stdin = self.process.stdin
@@ -139,9 +146,13 @@ class SidecarClient:
         if not isinstance(message, dict):
             log.error("sidecar wrote a non-object message: %r", line[:200])
             return
-        if "method" in message and "id" not in message:
+        if "method" in message and "id" in message:
+            task = asyncio.ensure_future(self._answer(message))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+            return
+        if "method" in message:
             method, params = message["method"], message.get("params") or {}
-            self.notifications.put_nowait((method, params))
             for handler in self._handlers:
                 try:
                     handler(method, params)
@@ -158,6 +169,33 @@ class SidecarClient:
             future.set_result(response.result)
         elif isinstance(response, Error):
             future.set_exception(RpcError(response.code, response.message, response.data))
+
+    async def _answer(self, message: dict[str, Any]) -> None:
+        """Answer one request from the sidecar (results and errors both go back)."""
+        request_id = message["id"]
+        handler = self._request_handler
+        reply: dict[str, Any]
+        if handler is None:
+            reply = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": -32601, "message": f"method not found: {message['method']}"},
+            }
+        else:
+            try:
+                result = await handler(str(message["method"]), message.get("params") or {})
+                reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            except Exception as exc:  # noqa: BLE001 (reported to the sidecar, which decides)
+                log.exception("answering %s failed", message["method"])
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {"code": -32603, "message": str(exc) or type(exc).__name__},
+                }
+        try:
+            await self._write(reply)
+        except SidecarGone:
+            log.debug("the sidecar went away before our answer to %s", message["method"])
 
     async def _read_stderr(self) -> None:
         stderr = self.process.stderr

@@ -15,15 +15,26 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from desktop.client import SidecarClient, SidecarGone
-from protocol.methods import PROTOCOL_VERSION
+from protocol.methods import EXTENSION_KEY, PROTOCOL_VERSION, Method
+from protocol.version import VERSION
 
 log = logging.getLogger(__name__)
 
 NotificationListener = Callable[[str, dict[str, Any]], None]
-# Host events: "sidecar_started", "sidecar_exited", "sidecar_restarted", "sidecar_failed".
+
+
+@dataclass
+class PendingPermission:
+    params: dict[str, Any]  # the sidecar's session/request_permission params
+    answer: asyncio.Future[dict[str, Any]]
+
+
+# Host events: "sidecar_started", "sidecar_exited", "sidecar_restarted", "sidecar_failed",
+# "permission_requested", "permission_settled".
 HostListener = Callable[[str, dict[str, Any]], None]
 
 QUICK_DEATH_SECONDS = 3.0
@@ -46,6 +57,9 @@ class SidecarHost:
         self._supervisor: asyncio.Task[None] | None = None
         self._quick_deaths = 0
         self._started_at = 0.0
+        # Permission requests waiting for the user, by (sessionId, toolCallId): kept here,
+        # not in a page, so a rebuilt window shows the same cards and its answer counts.
+        self.pending_permissions: dict[tuple[str, str], PendingPermission] = {}
 
     # ---- listeners ---------------------------------------------------------------------
 
@@ -69,6 +83,35 @@ class SidecarHost:
             except Exception:
                 log.exception("notification listener failed for %s", method)
 
+    # ---- permission requests -------------------------------------------------------------
+
+    async def _on_request(self, method: str, params: dict[str, Any]) -> Any:
+        if method != Method.REQUEST_PERMISSION:
+            raise ValueError(f"the desktop does not answer {method}")
+        session_id = str(params.get("sessionId"))
+        call_id = str((params.get("toolCall") or {}).get("toolCallId"))
+        key = (session_id, call_id)
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending_permissions[key] = PendingPermission(params, answer)
+        self._emit_host("permission_requested", params)
+        try:
+            return await answer
+        finally:
+            self.pending_permissions.pop(key, None)
+            self._emit_host("permission_settled", {"sessionId": session_id, "toolCallId": call_id})
+
+    def answer_permission(self, session_id: str, call_id: str, option_id: str | None) -> bool:
+        """The user's choice (None: dismissed, which ACP calls cancelled); False if that
+        request is no longer waiting (answered elsewhere, or its turn ended)."""
+        waiting = self.pending_permissions.get((session_id, call_id))
+        if waiting is None or waiting.answer.done():
+            return False
+        if option_id is None:
+            waiting.answer.set_result({"outcome": {"outcome": "cancelled"}})
+        else:
+            waiting.answer.set_result({"outcome": {"outcome": "selected", "optionId": option_id}})
+        return True
+
     # ---- lifecycle ---------------------------------------------------------------------
 
     @property
@@ -82,13 +125,16 @@ class SidecarHost:
     async def _spawn(self) -> None:
         client = await SidecarClient.spawn(self.sidecar_args, env=self.env)
         client.on_notification(self._forward)
+        client.on_request(self._on_request)
         self.client = client
         self._started_at = time.monotonic()
         self.initialize_result = await client.request(
-            "initialize",
+            Method.INITIALIZE,
             {
                 "protocolVersion": PROTOCOL_VERSION,
-                "clientInfo": {"name": "acp-session-host-desktop", "version": "0.1.0"},
+                "clientInfo": {"name": "acp-session-host-desktop", "version": VERSION},
+                # Our own clients want the extension notifications (_session/state, ...).
+                "clientCapabilities": {"_meta": {EXTENSION_KEY: {"notifications": True}}},
             },
         )
         self._ready.set()
@@ -106,6 +152,8 @@ class SidecarHost:
             self._quick_deaths = self._quick_deaths + 1 if lived < QUICK_DEATH_SECONDS else 0
             tail = list(client.stderr_tail)[-20:]
             log.error("sidecar exited with code %s after %.1f s", code, lived)
+            for waiting in list(self.pending_permissions.values()):
+                waiting.answer.cancel()  # nobody is left to answer to
             self._emit_host("sidecar_exited", {"code": code, "stderr": tail})
             if self._quick_deaths >= MAX_QUICK_DEATHS:
                 self._emit_host(
@@ -147,5 +195,5 @@ class SidecarHost:
         if client is None or client.process.returncode is not None:
             return
         with contextlib.suppress(SidecarGone, TimeoutError, ConnectionError):
-            await asyncio.wait_for(client.request("_sidecar/shutdown", {}), 5.0)
+            await asyncio.wait_for(client.request(Method.SHUTDOWN, {}), 5.0)
         await client.close(timeout=timeout)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -17,14 +16,18 @@ import sys
 import threading
 from typing import Any
 
+from desktop import sessions
 from desktop.client import RpcError
 from desktop.host import SidecarHost
+from protocol.methods import Method
 
 HELP = """/sessions              all sessions; * marks the current one
 /new [mode] [backend]  a session in this directory (craft|plan|ask, pipe|pty); becomes current
 /switch ID             make ID current (a unique prefix will do); shows its last messages
 /close [ID]  /resume [ID]  /forget ID   close (record kept), start again, delete (closed only)
 /mode M  /cancel       set the current session's mode; stop its running turn (Ctrl-C too)
+/rules [rm N]          the current session's permission rules; remove rule N
+y a n N                answer a waiting approval: y once, a always, n reject, N always reject
 quit                   close live sessions (records kept) and leave; Ctrl-D too
 anything else (unknown /words included) is a prompt to the current session"""
 TAIL = 6
@@ -70,6 +73,8 @@ class Tui:
         self.exit_code = 0
         self._prompt_due = False
         self.handling = False  # a command is printing: no prompt in the middle of its output
+        self.waiting: list[dict[str, Any]] = []  # permission requests, oldest first
+        self.shown_state: dict[str, tuple[Any, Any, Any]] = {}
 
     # ---- output: async events may arrive at any time, so keep lines from running together ----
 
@@ -115,10 +120,16 @@ class Tui:
     def on_notification(self, method: str, params: dict[str, Any]) -> None:
         if self.quitting or params.get("sessionId") != self.current:
             return
-        if method == "_session/state":
+        if method == Method.STATE:
+            # The summary comes on every change (an approval asked, a title); a line is
+            # worth printing only when the state itself moved.
+            shown = (params.get("status"), params.get("generation"), params.get("lastError"))
+            if self.shown_state.get(str(params.get("sessionId"))) == shown:
+                return
+            self.shown_state[str(params.get("sessionId"))] = shown
             error = f": {params['lastError']}" if params.get("status") == "error" else ""
             self.say(f"[{params.get('status')}, gen {params.get('generation')}{error}]")
-        elif method == "session/update":
+        elif method == Method.SESSION_UPDATE:
             self.show_update(params.get("update") or {})
 
     def show_update(self, update: dict[str, Any]) -> None:
@@ -139,6 +150,16 @@ class Tui:
     def on_host_event(self, kind: str, data: dict[str, Any]) -> None:
         if self.quitting:
             return
+        if kind == "permission_requested":
+            self.show_permission(data)
+            return
+        if kind == "permission_settled":
+            self.waiting = [
+                p
+                for p in self.waiting
+                if permission_key(p) != (data.get("sessionId"), data.get("toolCallId"))
+            ]
+            return
         if kind == "sidecar_exited":
             self.say(f"sidecar exited (code {data.get('code')}); restarting it")
         elif kind == "sidecar_restarted":
@@ -149,16 +170,58 @@ class Tui:
             self.exit_code = 1
             self.queue.put_nowait(QUIT_NOW)
 
+    # ---- consent ----
+
+    def show_permission(self, params: dict[str, Any]) -> None:
+        self.waiting.append(params)
+        call = params.get("toolCall") or {}
+        sid = str(params.get("sessionId"))
+        where = next(
+            (
+                c.get("content", {}).get("text", "").splitlines()[-1]
+                for c in call.get("content") or []
+                if c.get("type") == "content"
+            ),
+            "",
+        )
+        label = "" if sid == self.current else f" [{sid[:9]}]"
+        self.say(f"approve{label}? {call.get('title')} {where}")
+        self.say("  y once · a always · n reject · N always reject")
+
+    def answer_waiting(self, word: str) -> bool:
+        choice = {"y": "allow_once", "a": "allow_always", "n": "reject_once", "N": "reject_always"}
+        if not self.waiting or word not in choice:
+            return False
+        params = self.waiting.pop(0)
+        call_id = str((params.get("toolCall") or {}).get("toolCallId"))
+        if not self.host.answer_permission(str(params.get("sessionId")), call_id, choice[word]):
+            self.say("that request is no longer waiting")
+        elif word in "nN":
+            self.say("[refused]")
+        return True
+
+    async def cmd_rules(self, arg: str) -> None:
+        if self.current is None:
+            raise UsageError("no current session")
+        got = await self.host.request(Method.PERMISSIONS, {"sessionId": self.current})
+        rules = got["rules"]
+        words = arg.split()
+        if words and words[0] == "rm":
+            if len(words) != 2 or not words[1].isdigit() or not 1 <= int(words[1]) <= len(rules):
+                raise UsageError(f"usage: /rules rm N (1..{len(rules)})")
+            rules = [r for i, r in enumerate(rules, 1) if i != int(words[1])]
+            params = {"sessionId": self.current, "rules": rules}
+            rules = (await self.host.request(Method.SET_PERMISSIONS, params))["rules"]
+        if not rules:
+            self.say("no rules; answering a (always) or N (always reject) adds one")
+        for i, rule in enumerate(rules, 1):
+            how = "starting with" if rule["match"] == "prefix" else "exactly"
+            self.say(f"{i}. {rule['decision']} {rule['tool']} {how} {rule['value']!r}")
+
     # ---- commands ----
 
     async def list_sessions(self) -> list[dict[str, Any]]:
-        sessions: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = await self.host.request("session/list", {"cursor": cursor} if cursor else {})
-            sessions += [entry["_meta"] for entry in page.get("sessions", [])]
-            if not (cursor := page.get("nextCursor")):
-                return sessions
+        return await sessions.list_all(self.host)
 
     async def resolve(self, arg: str, *, default_current: bool = False) -> dict[str, Any]:
         """The summary of the session `arg` names: a full id or a unique prefix (with or
@@ -196,7 +259,7 @@ class Tui:
             raise UsageError("usage: /new [mode] [backend]")
         meta = dict(zip(("mode", "backend"), words, strict=False))
         params = {"cwd": os.getcwd(), "mcpServers": [], "_meta": meta}
-        s = (await self.host.request("session/new", params))["_meta"]
+        s = (await self.host.request(Method.SESSION_NEW, params))["_meta"]
         self.current = s["sessionId"]
         self.say(f"created {self.current} ({describe_summary(s)}, backend {s['backend']})")
 
@@ -209,43 +272,40 @@ class Tui:
         params = {"sessionId": sid, "offset": offset, "limit": TAIL}
         if offset:
             self.say(f"... {offset} earlier message(s)")
-        for message in (await self.host.request("_session/messages", params))["messages"]:
-            self.show_message(message)
+        for entry in (await self.host.request(Method.MESSAGES, params))["messages"]:
+            self.show_entry(entry)
 
-    def show_message(self, message: dict[str, Any]) -> None:
-        role, content = message.get("role"), str(message.get("content") or "").rstrip()
-        if role == "user":
-            self.say(f"you: {content}")
-        elif role == "assistant":
-            if content:
-                self.say(f"agent: {content}")
-            for call in message.get("tool_calls") or []:
-                with contextlib.suppress(ValueError, TypeError, KeyError):
-                    self.say(f"$ {json.loads(call['function']['arguments'])['command']}")
-        elif role == "tool":
-            lines = content.splitlines()
+    def show_entry(self, entry: dict[str, Any]) -> None:
+        """One `TranscriptEntry` (protocol.models) as lines."""
+        kind, text = entry.get("type"), str(entry.get("text") or "").rstrip()
+        if kind == "user":
+            self.say(f"you: {text}")
+        elif kind == "assistant":
+            if text:
+                self.say(f"agent: {text}")
+            for call in entry.get("toolCalls") or []:
+                self.say(f"$ {call.get('title')}")
+        elif kind == "tool_result":
+            lines = text.splitlines()
             self.say("tool: " + "\n".join(lines[:8] + (["..."] if len(lines) > 8 else [])))
-        elif message.get("kind"):
-            self.say(f"[{message['kind']}]")
-        elif content:
-            self.say(f"[{role}] {content}")
+        elif kind == "marker":
+            self.say(f"[{entry.get('kind')}]")
 
     async def cmd_close(self, arg: str) -> None:
         sid = (await self.resolve(arg, default_current=True))["sessionId"]
-        s = (await self.host.request("session/close", {"sessionId": sid}))["_meta"]
+        s = (await self.host.request(Method.SESSION_CLOSE, {"sessionId": sid}))["_meta"]
         self.say(f"closed {sid} ({describe_summary(s)}); the record is kept")
 
     async def cmd_resume(self, arg: str) -> None:
         found = await self.resolve(arg, default_current=True)
         sid = found["sessionId"]
-        params = {"sessionId": sid, "cwd": found["cwd"], "mcpServers": []}
-        s = (await self.host.request("session/resume", params))["_meta"]
+        s = await sessions.resume(self.host, sid, found["cwd"])
         self.current = sid
         self.say(f"resumed {sid} ({describe_summary(s)})")
 
     async def cmd_forget(self, arg: str) -> None:
         sid = (await self.resolve(arg))["sessionId"]
-        await self.host.request("session/delete", {"sessionId": sid})
+        await self.host.request(Method.SESSION_DELETE, {"sessionId": sid})
         if self.current == sid:
             self.current = None
         self.say(f"forgot {sid}")
@@ -253,12 +313,12 @@ class Tui:
     async def cmd_mode(self, arg: str) -> None:
         if not arg or self.current is None:
             raise UsageError("usage: /mode craft|plan|ask, on a current session")
-        await self.host.request("session/set_mode", {"sessionId": self.current, "modeId": arg})
+        await self.host.request(Method.SESSION_SET_MODE, {"sessionId": self.current, "modeId": arg})
         self.say(f"mode set to {arg}")
 
     async def cmd_cancel(self, arg: str) -> None:
         sid = (await self.resolve(arg, default_current=True))["sessionId"]
-        result = await self.host.request("session/cancel", {"sessionId": sid})
+        result = await self.host.request(Method.SESSION_CANCEL, {"sessionId": sid})
         if not (isinstance(result, dict) and result.get("cancelled")):
             self.say("nothing to cancel")
 
@@ -278,7 +338,7 @@ class Tui:
         """One prompt; its stream is printed by on_notification, its end here."""
         params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         try:
-            result = await self.host.request("session/prompt", params)
+            result = await self.host.request(Method.SESSION_PROMPT, params)
         except (RpcError, ConnectionError, TimeoutError) as exc:
             if not self.quitting:
                 self.say(f"error: {describe(exc)}")
@@ -297,6 +357,8 @@ class Tui:
             self.stream("\n")
 
     async def handle(self, line: str) -> None:
+        if self.answer_waiting(line.strip()):
+            return
         word, _, arg = line.strip().partition(" ")
         command = getattr(self, "cmd_" + word[1:], None) if word.startswith("/") else None
         if command is None:
@@ -357,6 +419,10 @@ class Tui:
             await asyncio.gather(*self.turns, return_exceptions=True)
         self._write(("\n" if self.col != "start" else "") + "bye\n")
         return self.exit_code
+
+
+def permission_key(params: dict[str, Any]) -> tuple[Any, Any]:
+    return params.get("sessionId"), (params.get("toolCall") or {}).get("toolCallId")
 
 
 def describe_summary(s: dict[str, Any]) -> str:

@@ -6,58 +6,27 @@ client (the desktop host, tests, third-party tools) can depend on it alone.
 """
 
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.framing import MAX_MESSAGE_BYTES, decode_line, encode_message
-from protocol.methods import (
-    ACP_METHODS,
-    EXTENSION_METHODS,
-    EXTENSION_NOTIFICATIONS,
-    PROTOCOL_VERSION,
-    Method,
-)
-from protocol.models import (
-    BACKENDS,
-    MODES,
-    STATUSES,
-    Backend,
-    CompactParams,
-    HttpEndpoint,
-    MessagesParams,
-    MessagesResult,
-    Mode,
-    NewSessionMeta,
-    ResizeParams,
-    SessionStateNotification,
-    SessionSummary,
-    Status,
-    StatusParams,
-    available_modes,
-)
+from protocol.framing import MAX_MESSAGE_BYTES, encode_message
+from protocol.methods import ACP_METHODS, EXTENSION_METHODS, PROTOCOL_VERSION, Method
+from protocol.models import SessionSummary, TranscriptEntry
+from protocol.values import Backend, Mode, Status, StopReason, available_modes
+from protocol.version import VERSION
 
 __all__ = [
     "ACP_METHODS",
-    "BACKENDS",
-    "CompactParams",
     "EXTENSION_METHODS",
-    "EXTENSION_NOTIFICATIONS",
     "MAX_MESSAGE_BYTES",
-    "MODES",
     "PROTOCOL_VERSION",
-    "STATUSES",
+    "VERSION",
     "Backend",
     "ErrorCode",
-    "HttpEndpoint",
-    "MessagesParams",
-    "MessagesResult",
     "Method",
     "Mode",
-    "NewSessionMeta",
     "ProtocolError",
-    "ResizeParams",
-    "SessionStateNotification",
     "SessionSummary",
     "Status",
-    "StatusParams",
+    "StopReason",
+    "TranscriptEntry",
     "available_modes",
-    "decode_line",
     "encode_message",
 ]

@@ -1,7 +1,8 @@
 """Stable JSON-RPC error codes and the one error type that carries them.
 
-Standard JSON-RPC codes keep their meaning. Ours sit in the implementation-defined
-range (-32099..-32000) and never change once published; the README lists them.
+Standard JSON-RPC codes keep their meaning; ACP's "resource not found" (-32002) is what
+an unknown session answers. Ours sit in the implementation-defined range
+(-32099..-32000) and never change once published; the README lists them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ class ErrorCode(IntEnum):
     INVALID_PARAMS = -32602
     INTERNAL_ERROR = -32603
 
-    SESSION_NOT_FOUND = -32041
+    # ACP's resource-not-found: clients (the TypeScript SDK's idempotent close/delete
+    # helpers among them) rely on this code for an unknown session.
+    SESSION_NOT_FOUND = -32002
     SESSION_BUSY = -32042
     RUNTIME_LIVE = -32043
     SESSION_NOT_LIVE = -32044

@@ -16,14 +16,11 @@ def encode_message(message: Any) -> bytes:
     Text that is not valid Unicode (a lone surrogate, which JSON input may carry as
     "\\ud800") cannot be UTF-8 encoded; such a message is sent with ASCII escapes,
     exactly as it arrived, instead of failing.
+    Numbers that are not JSON (NaN, Infinity) raise ValueError: nothing non-JSON goes out.
     """
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
-
-
-def decode_line(line: bytes | str) -> Any:
-    """Parse one line; raises ValueError (json.JSONDecodeError) on bad JSON."""
-    return json.loads(line)
+        ascii_text = json.dumps(message, separators=(",", ":"), allow_nan=False)
+        return ascii_text.encode("ascii") + b"\n"

@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import Final
 
 PROTOCOL_VERSION: Final[int] = 1
+# A client asks for our extension notifications at `initialize` with
+# `clientCapabilities._meta = {EXTENSION_KEY: {"notifications": true}}`.
+EXTENSION_KEY: Final = "acp-session-host"
 
 
 class Method:
@@ -28,14 +31,20 @@ class Method:
     SESSION_PROMPT: Final = "session/prompt"
     SESSION_CANCEL: Final = "session/cancel"
     SESSION_SET_MODE: Final = "session/set_mode"
-    # agent -> client notification
+    SESSION_SET_CONFIG_OPTION: Final = "session/set_config_option"
+    # agent -> client notification and request
     SESSION_UPDATE: Final = "session/update"
+    REQUEST_PERMISSION: Final = "session/request_permission"
 
     # extensions (requests)
     STATUS: Final = "_session/status"
     MESSAGES: Final = "_session/messages"
     RESIZE: Final = "_session/resize"
     COMPACT: Final = "_session/compact"
+    HTTP: Final = "_session/http"
+    RENAME: Final = "_session/rename"
+    PERMISSIONS: Final = "_session/permissions"
+    SET_PERMISSIONS: Final = "_session/permissions/set"
     SHUTDOWN: Final = "_sidecar/shutdown"
     # extension notification (agent -> client)
     STATE: Final = "_session/state"
@@ -53,12 +62,16 @@ ACP_METHODS: Final[tuple[str, ...]] = (
     Method.SESSION_PROMPT,
     Method.SESSION_CANCEL,
     Method.SESSION_SET_MODE,
+    Method.SESSION_SET_CONFIG_OPTION,
 )
 EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.STATUS,
     Method.MESSAGES,
     Method.RESIZE,
     Method.COMPACT,
+    Method.HTTP,
+    Method.RENAME,
+    Method.PERMISSIONS,
+    Method.SET_PERMISSIONS,
     Method.SHUTDOWN,
 )
-EXTENSION_NOTIFICATIONS: Final[tuple[str, ...]] = (Method.STATE,)

@@ -1,37 +1,18 @@
-"""Message models for what ACP does not define: the session summary, our `_meta`
-keys on `session/new`, and the extension methods' params and results.
+"""Message models for what ACP does not define: the session summary, transcript entries,
+our `_meta` keys on `session/new`, and the params of our extension methods and HTTP
+bodies (both transports validate with the same models).
 
 Wire names are camelCase (ACP's convention); Python names are snake_case.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal, get_args
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
 from pydantic.alias_generators import to_camel
 
-Mode = Literal["craft", "plan", "ask"]
-Backend = Literal["pipe", "pty"]
-Status = Literal["creating", "idle", "running", "closing", "closed", "error"]
-
-MODES: Final[tuple[str, ...]] = get_args(Mode)
-BACKENDS: Final[tuple[str, ...]] = get_args(Backend)
-STATUSES: Final[tuple[str, ...]] = get_args(Status)
-
-MODE_DESCRIPTIONS: Final[dict[str, tuple[str, str]]] = {
-    "craft": ("Craft", "Change the workspace: the agent may run shell commands to build things."),
-    "plan": ("Plan", "Investigate and propose a plan; shell commands allowed for reading."),
-    "ask": ("Ask", "Answer questions only; no tools."),
-}
-
-
-def available_modes() -> list[dict[str, str]]:
-    """ACP `availableModes` entries, in a fixed order."""
-    return [
-        {"id": mode, "name": name, "description": text}
-        for mode, (name, text) in MODE_DESCRIPTIONS.items()
-    ]
+from protocol.values import Approval, Backend, Mode, Sandbox, Status
 
 
 class WireModel(BaseModel):
@@ -41,9 +22,47 @@ class WireModel(BaseModel):
         return self.model_dump(by_alias=True, mode="json")
 
 
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 24.0 is the integer 24 (to JSON Schema and to any client
+    that writes floats). Anything else is left for the strict int check to refuse."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# An integer as JSON means it: 24 and 24.0, never "24", true or 24.5.
+JsonInt = Annotated[StrictInt, BeforeValidator(_integral)]
+SessionId = Annotated[str, Field(min_length=1, max_length=200)]
+# Enum fields accept their string values (the models are otherwise strict).
+ModeField = Annotated[Mode, Field(strict=False)]
+BackendField = Annotated[Backend, Field(strict=False)]
+StatusField = Annotated[Status, Field(strict=False)]
+ApprovalField = Annotated[Approval, Field(strict=False)]
+SandboxField = Annotated[Sandbox, Field(strict=False)]
+
+
 class HttpEndpoint(WireModel):
+    """Where a live session listens. The bearer token is not here: `_session/http`."""
+
     url: str
-    token: str | None = None
+
+
+class HttpAccess(WireModel):
+    """`_session/http` result: the listener and its token, for a client that asks."""
+
+    url: str
+    token: str
+
+
+class AwaitingPermission(WireModel):
+    tool_call_id: str
+    title: str
+    since: str
+
+
+class TokenTotals(WireModel):
+    input_tokens: int
+    output_tokens: int
 
 
 class SessionSummary(WireModel):
@@ -52,11 +71,9 @@ class SessionSummary(WireModel):
     session_id: str
     cwd: str
     title: str
-    status: Status
-    mode: Mode
-    backend: Backend
-    # What actually executes commands (until the PTY backend lands, pty runs as pipe).
-    effective_backend: Backend
+    status: StatusField
+    mode: ModeField
+    backend: BackendField
     generation: int
     live: bool
     message_count: int
@@ -65,6 +82,14 @@ class SessionSummary(WireModel):
     forked_from: str | None = None
     # Set when another live sidecar process runs this session (it holds the lease).
     held_by: str | None = None
+    model: str | None = None
+    usage: TokenTotals
+    turns: int
+    approval: ApprovalField
+    sandbox: SandboxField  # the setting (workspace unless chosen)
+    effective_sandbox: SandboxField  # what commands run under (plan: always read-only)
+    sandbox_problem: str | None  # why commands cannot be contained here, if they cannot
+    awaiting_permission: AwaitingPermission | None
     created_at: str
     updated_at: str
     http: HttpEndpoint | None
@@ -78,42 +103,126 @@ class StrictParams(WireModel):
     )
 
 
+def _title(value: Any) -> Any:
+    if isinstance(value, str):
+        stripped = value.strip()
+        if not stripped:
+            raise ValueError("must be non-empty text")
+        return stripped
+    return value
+
+
+Title = Annotated[str, BeforeValidator(_title), Field(min_length=1, max_length=200)]
+
+
 class NewSessionMeta(StrictParams):
     """Our keys inside `session/new` `params._meta`."""
 
-    mode: Mode = "craft"
-    backend: Backend = "pipe"
-    title: str = Field(default="Untitled session", min_length=1, max_length=200)
+    mode: ModeField = Mode.CRAFT
+    backend: BackendField = Backend.PIPE
+    title: Title = "Untitled session"
+    approval: ApprovalField = Approval.ASK
+    sandbox: SandboxField | None = None  # the mode's default (workspace; plan: read-only)
 
 
 class StatusParams(StrictParams):
-    session_id: str = Field(min_length=1, max_length=200)
+    session_id: SessionId
 
 
 class MessagesParams(StrictParams):
-    session_id: str = Field(min_length=1, max_length=200)
-    offset: int = Field(default=0, ge=0)
-    limit: int = Field(default=100, ge=1, le=1000)
+    session_id: SessionId
+    offset: JsonInt = Field(default=0, ge=0)
+    limit: JsonInt = Field(default=100, ge=1, le=1000)
 
 
-class ResizeParams(StrictParams):
-    session_id: str = Field(min_length=1, max_length=200)
-    rows: int = Field(ge=1, le=1000)
-    cols: int = Field(ge=1, le=1000)
+class TerminalSize(StrictParams):
+    rows: JsonInt = Field(ge=1, le=1000)
+    cols: JsonInt = Field(ge=1, le=1000)
+
+
+class ResizeParams(TerminalSize):
+    session_id: SessionId
+
+
+ResizeBody = TerminalSize
 
 
 class CompactParams(StrictParams):
-    session_id: str = Field(min_length=1, max_length=200)
-    keep_turns: int = Field(default=2, ge=0, le=1000)
+    session_id: SessionId
+    keep_turns: JsonInt = Field(default=2, ge=0, le=1000)
 
 
-class MessagesResult(WireModel):
-    messages: list[dict[str, Any]]
+class RenameParams(StrictParams):
+    session_id: SessionId
+    title: Title
+
+
+def _message(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must not be empty or whitespace only")
+    return value
+
+
+class PermissionAnswerBody(StrictParams):
+    """`POST /agent/permissions`."""
+
+    tool_call_id: Annotated[str, Field(min_length=1, max_length=200)]
+    option_id: Annotated[str, Field(min_length=1, max_length=40)]
+
+
+class SendBody(StrictParams):
+    """`POST /agent/send`."""
+
+    message: Annotated[str, BeforeValidator(_message)]
+
+
+# ---- transcript entries: what `_session/messages` and `GET /agent/messages` serve --------
+
+
+class _Entry(WireModel):
+    index: int
+    created_at: str
+
+
+class UserEntry(_Entry):
+    type: Literal["user"]
+    turn: int | None  # numbered from 1 in the order of the session's user messages
+    text: str
+
+
+class ToolCallRef(WireModel):
+    tool_call_id: str
+    tool: str
+    title: str
+    input: dict[str, Any]
+
+
+class AssistantEntry(_Entry):
+    type: Literal["assistant"]
+    text: str
+    tool_calls: list[ToolCallRef]
+
+
+class ToolResultEntry(_Entry):
+    type: Literal["tool_result"]
+    tool_call_id: str
+    tool: str
+    text: str
+    exit_code: int | None
+    truncated: bool
+
+
+class MarkerEntry(_Entry):
+    type: Literal["marker"]
+    kind: str  # interrupted | compaction | cancelled | unknown
+    text: str
+
+
+TranscriptEntry = Annotated[
+    UserEntry | AssistantEntry | ToolResultEntry | MarkerEntry, Field(discriminator="type")
+]
+
+
+class MessagesPage(WireModel):
+    messages: list[TranscriptEntry]
     total: int
-
-
-class SessionStateNotification(WireModel):
-    session_id: str
-    status: Status
-    generation: int
-    last_error: str | None

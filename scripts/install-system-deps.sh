@@ -9,6 +9,7 @@ PACKAGES=(
   libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0
   libnss3 libxcomposite1 libxdamage1 libxrandr2 libxtst6
   libgbm1 libegl1 libgl1 libasound2 fonts-dejavu-core
+  bubblewrap git postgresql
 )
 
 missing=()

@@ -1,6 +1,6 @@
 """`python -m sidecar`: the headless sidecar (ACP JSON-RPC on stdio)."""
 
-from sidecar.app import main
+from sidecar.app import exit_now, main
 from sidecar.config import parse_args
 
-raise SystemExit(main(parse_args()))
+exit_now(main(parse_args()))

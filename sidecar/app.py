@@ -1,39 +1,39 @@
-"""Wire the sidecar together and run it until stdin closes or a signal arrives.
+"""Run the sidecar until stdin closes or a signal arrives.
 
 Start-up is split so a client is answered at once: the light part (config, store,
-the stdio server, `initialize`) runs first, while the heavy imports (ACP's schema,
-aiohttp, the provider SDKs; together about 0.6 s) load in a worker thread. Every
-other method is registered from the start and simply waits until they are loaded
-and the store is reconciled, so no request is refused or reordered by the split.
+the stdio server, `initialize`) runs first, while the heavy half (`sidecar.wiring`)
+is imported in a worker thread. Every other method is registered from the start and
+simply waits until the heavy half is built and the store is reconciled, so no request
+is refused or reordered by the split.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
+import contextlib
 import logging
+import os
 import resource
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
-from sidecar.agent.providers.base import Provider
+from sidecar.acp.initialize import ClientOptions, initialize_handler
+from sidecar.acp.server import RpcServer
+from sidecar.acp.stdio import LineWriter, open_reader, reserve_stdout
 from sidecar.config import Config, open_store
-from sidecar.errors import StoreError
-from sidecar.initialize import initialize_handler
-from sidecar.records import SessionRecord
-from sidecar.rpc import RpcServer
-from sidecar.stdio import LineWriter, open_reader, reserve_stdout
+from sidecar.domain.errors import StoreError
 from sidecar.store.base import SessionStore
 from sidecar.store.unavailable import UnavailableStore
+
+if TYPE_CHECKING:
+    from sidecar.wiring import Assembly
 
 log = logging.getLogger("sidecar")
 
 DRAIN_SECONDS = 5.0
-HEAVY_MODULES = ("sidecar.handlers", "sidecar.acp_updates", "sidecar.manager")
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -52,12 +52,11 @@ def raise_open_file_limit() -> int:
     return soft
 
 
-def _load(config: Config) -> tuple[list[ModuleType], Callable[[SessionRecord], Provider]]:
-    """In a worker thread: the heavy modules, and the provider factory (its SDK)."""
-    from sidecar.config import provider_factory
+def _load_heavy() -> type[Assembly]:
+    """In a worker thread: import the heavy half (ACP schema, aiohttp, provider SDKs)."""
+    from sidecar.wiring import load_assembly
 
-    modules = [importlib.import_module(name) for name in HEAVY_MODULES]
-    return modules, provider_factory(config)
+    return load_assembly()
 
 
 def _deferred(name: str, ready: asyncio.Future[dict[str, Handler]]) -> Handler:
@@ -71,69 +70,55 @@ def _deferred(name: str, ready: asyncio.Future[dict[str, Handler]]) -> Handler:
 
 async def run(config: Config) -> int:
     loop = asyncio.get_running_loop()
-    loading = loop.run_in_executor(None, _load, config)
+    loading = loop.run_in_executor(None, _load_heavy)
     protocol_out = reserve_stdout()
     writer = LineWriter(protocol_out)
     await writer.start()
     server = RpcServer(writer)
-    store_problem: list[str | None] = [None]
+    store_problem: str | None = None
     try:
         store: SessionStore = open_store(config)
     except StoreError as exc:
         # Stay up and say why on every request: exiting would only make the host restart
         # us in a loop while the client sees a dead pipe.
-        store_problem[0] = str(exc)
+        store_problem = str(exc)
         log.error("cannot open the session store: %s", exc)
         store = UnavailableStore(str(exc))
 
     ready: asyncio.Future[dict[str, Handler]] = loop.create_future()
-    server.register(Method.INITIALIZE, initialize_handler(lambda: store_problem[0]))
+    client = ClientOptions()
+    server.register(Method.INITIALIZE, initialize_handler(lambda: store_problem, client))
     for name in (*ACP_METHODS, *EXTENSION_METHODS):
         if name != Method.INITIALIZE:
             server.register(name, _deferred(name, ready))
 
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    _signals.stop = lambda: loop.call_soon_threadsafe(stop.set)
+    if _signals.received:  # a signal came while we were starting: honour it now
+        stop.set()
     reader = await open_reader()
     serving = asyncio.create_task(server.serve(reader, stop))
 
-    manager: Any = None
+    assembly: Assembly | None = None
     try:
-        (handlers_module, updates, manager_module), make_provider = await loading
-        from sidecar.config import model_name
-        from sidecar.runtime import RuntimeDeps
-
-        def on_event(session_id: str, event: Any) -> None:
-            notification = updates.event_notification(session_id, event)
-            if notification is not None:
-                server.notify(*notification)
-
-        deps = RuntimeDeps(
-            store=store,
-            make_provider=make_provider,
-            limits=config.limits,
-            on_event=on_event,
-            context_budget=config.context_budget,
-        )
-        manager = manager_module.SessionManager(deps, lease_ttl=config.lease_ttl)
-        manager.model_name = lambda: model_name(config)
-        manager.store_problem = store_problem[0]
+        assembly_type = await loading
+        assembly = assembly_type.build(config, store, server, client, stop.set)
         try:
-            reconciled = manager.reconcile()
+            reconciled = await assembly.manager.reconcile()
         except StoreError as exc:  # e.g. a read-only data dir: reads work, writes do not
             log.error("start-up reconciliation could not write: %s", exc)
-            manager.store_problem = store_problem[0] = str(exc)
+            store_problem = str(exc)
             reconciled = []
-        manager.start_lease_renewal()
-        ready.set_result(handlers_module.AcpHandlers(manager, server, stop.set).table())
+        assembly.manager.start_lease_renewal()
+        ready.set_result(assembly.handlers)
+        open_files = raise_open_file_limit()
         log.info(
             "sidecar ready: store=%s data_dir=%s provider=%s reconciled=%d open_files=%s",
             config.store,
             config.data_dir,
             config.provider,
             len(reconciled),
-            raise_open_file_limit(),
+            open_files,
         )
         await serving
     finally:
@@ -141,13 +126,42 @@ async def run(config: Config) -> int:
             ready.cancel()
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
-        if manager is not None:
-            log.info("shutting down: closing %d live session(s)", len(manager.live_ids()))
-            await manager.shutdown()
+        if assembly is not None:
+            log.info("shutting down: closing %d live session(s)", len(assembly.manager.live_ids()))
+            await assembly.manager.shutdown()
         await server.drain(DRAIN_SECONDS)
         await writer.aclose()
-        store.close()
+        await store.close()
+        _signals.stop = None
     return 0
+
+
+class _Signals:
+    """SIGTERM and SIGINT mean "close every session and exit 0", from the first moment to
+    the last. Installed with `signal.signal` before the event loop runs and never removed
+    (the loop's own handlers are reset to the default when it closes, and a SIGTERM in the
+    interpreter's teardown would then kill the process: exit -15 after a clean shutdown)."""
+
+    def __init__(self) -> None:
+        self.stop: Callable[[], object] | None = None
+        self.received = False
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.received = True
+        stop = self.stop
+        if stop is None:
+            return  # not serving yet, or already shutting down: the exit is on its way
+        try:
+            stop()
+        except RuntimeError:  # the loop just closed: nothing left to stop
+            self.stop = None
+
+
+_signals = _Signals()
 
 
 def main(config: Config) -> int:
@@ -156,4 +170,17 @@ def main(config: Config) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    _signals.install()
     return asyncio.run(run(config))
+
+
+def exit_now(code: int) -> NoReturn:
+    """Leave without the interpreter's teardown: every session is already closed and
+    every write flushed, and finalisation resets signal handlers to the default, so a
+    SIGTERM in its ~100 ms (a client that closes stdin and then signals) would turn a
+    clean shutdown into exit -15."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)

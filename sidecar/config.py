@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import platformdirs
 
 from sidecar.agent.backends.groups import CommandLimits
 from sidecar.agent.providers.base import Provider
-from sidecar.records import SessionRecord
+from sidecar.domain.records import SessionRecord
 from sidecar.store.base import SessionStore
 
 APP_NAME = "acp-session-host"
@@ -31,6 +31,9 @@ class Config:
     context_budget: int
     lease_ttl: float
     log_level: str
+    max_tokens: int | None = None
+    thinking_budget: int | None = None
+    context_window: int | None = None
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -82,8 +85,27 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=15.0,
         help="seconds a session's lease lasts without renewal (renewed every third of it)",
     )
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="most tokens a model reply may have"
+    )
+    parser.add_argument(
+        "--thinking-budget",
+        type=int,
+        default=None,
+        help="anthropic: tokens the model may think before answering (extended thinking)",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=int,
+        default=None,
+        help="openai: the model's context window in tokens, for usage reports",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    for name in ("max_tokens", "thinking_budget", "context_window"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
     if args.tool_timeout <= 0 or args.tool_output_cap <= 0 or args.tool_stream_cap <= 0:
         parser.error("--tool-timeout, --tool-output-cap and --tool-stream-cap must be positive")
     if args.lease_ttl <= 0:
@@ -108,6 +130,9 @@ def parse_args(argv: list[str] | None = None) -> Config:
         context_budget=args.context_budget,
         lease_ttl=args.lease_ttl,
         log_level=args.log_level.upper(),
+        max_tokens=args.max_tokens,
+        thinking_budget=args.thinking_budget,
+        context_window=args.context_window,
     )
 
 
@@ -137,7 +162,10 @@ def provider_factory(config: Config) -> Callable[[SessionRecord], Provider]:
 
         def make_openai(record: SessionRecord) -> Provider:
             return OpenAIProvider(
-                model=record.model or model_name(config), base_url=config.base_url
+                model=record.model or model_name(config),
+                base_url=config.base_url,
+                max_tokens=config.max_tokens,
+                context_window=config.context_window,
             )
 
         return make_openai
@@ -146,13 +174,33 @@ def provider_factory(config: Config) -> Callable[[SessionRecord], Provider]:
 
         def make_anthropic(record: SessionRecord) -> Provider:
             return AnthropicProvider(
-                model=record.model or model_name(config), base_url=config.base_url
+                model=record.model or model_name(config),
+                base_url=config.base_url,
+                max_tokens=config.max_tokens,
+                thinking_budget=config.thinking_budget,
             )
 
         return make_anthropic
     from sidecar.agent.providers.offline import OfflineProvider
 
     def make_offline(record: SessionRecord) -> Provider:
-        return OfflineProvider(model_name(config))
+        return OfflineProvider(record.model or model_name(config))
 
     return make_offline
+
+
+def model_lister(config: Config) -> Callable[[], Awaitable[list[str]]]:
+    """How to ask the provider which models it offers (one request; the catalog caches)."""
+    if config.provider == "openai":
+        from sidecar.agent.providers.openai_provider import list_models as openai_models
+
+        return lambda: openai_models(config.base_url)
+    if config.provider == "anthropic":
+        from sidecar.agent.providers.anthropic_provider import list_models as claude_models
+
+        return lambda: claude_models(config.base_url)
+
+    async def offline_models() -> list[str]:
+        return [model_name(config)]
+
+    return offline_models

@@ -186,10 +186,10 @@ class Page:
         return self.app.host_thread.call(self.app.host.request(method, params), WAIT)
 
 
-def http_status(summary: dict[str, Any]) -> dict[str, Any]:
-    http = summary["http"]
+def http_status(access: dict[str, Any]) -> dict[str, Any]:
+    """GET /agent/status with `access` = a `_session/http` result ({url, token})."""
     request = urllib.request.Request(
-        http["url"] + "/agent/status", headers={"Authorization": f"Bearer {http['token']}"}
+        access["url"] + "/agent/status", headers={"Authorization": f"Bearer {access['token']}"}
     )
     with urllib.request.urlopen(request, timeout=5) as response:
         return {"code": response.status, "body": json.loads(response.read())}
@@ -215,9 +215,31 @@ def prompt(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.send("hello desktop")
     page.wait_text("transcript", "Echo: hello desktop")
     page.send("$ echo tool-output-42; sleep 1; echo second line")
+    # Consent first: the card shows what will run where, and Enter allows it once.
+    card = page.el("approval-card")
+    page.wait(f"!!{card}", "the approval card")
+    focused = page.wait(
+        f"document.activeElement === {card} || document.activeElement.tagName", "focus"
+    )
+    approval = {
+        "command": page.text("approval-command"),
+        "where": page.text("approval-where"),
+        "sidebar": page.item(sid)["status"],
+        "focused": focused,
+        "buttons": page.js(
+            "[...document.querySelectorAll('[data-testid=approval-card] button')]"
+            ".map(b => b.dataset.testid)"
+        ),
+    }
+    page.js(f"{card}.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter'}}))")
+    page.wait(f"!{card}", "the card to go once answered")
     live_out = "(document.querySelector('.live [data-testid=tool-output]') || {}).innerText || ''"
     page.wait(f"({live_out}).includes('tool-output-42')", "streamed command output")
-    streamed = {"output": page.js(live_out), "status": page.item(sid)["status"]}
+    streamed = {
+        "output": page.js(live_out),
+        "status": page.item(sid)["status"],
+        "approval": approval,
+    }
     page.wait_text("transcript", "exited with status 0")
     page.wait(f"{page.el('tool-status')}.innerText === 'exit 0'", "the tool's exit status")
     tool = {k: page.text(f"tool-{k}") for k in ("command", "status", "output")}
@@ -284,12 +306,13 @@ def rebuild(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.send("/sleep 4 slow answer")
     page.wait_item(sid, "running")
     summary = page.host(Method.STATUS, {"sessionId": sid})
+    access = page.host(Method.HTTP, {"sessionId": sid})  # the summary carries no token
     before = page.snapshot(sid)
     old = page.app.windows.current
     seconds = page.rebuild(f"{page.el('rebuild-ui')}.click()")
     page.select(sid)
     after = page.snapshot(sid)
-    http = http_status(summary)  # the old page's listener, same port and token
+    http = http_status(access)  # the old page's listener, same port and token
     page.wait_text("transcript", "Slept 4 s. slow answer", timeout=15)
     final = page.host(Method.STATUS, {"sessionId": sid})
     return {
@@ -307,6 +330,51 @@ def rebuild(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         "old_window_closed": old.events.closed.is_set(),
         "windows_open": len(webview.windows),
         "new_page_transcript": page.text("transcript"),
+    }
+
+
+@scenario
+def approvals(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A pending approval survives Rebuild UI (the new page shows the same card and its answer
+    counts); "Always allow" adds a rule the details list and can remove; Esc rejects."""
+    page.ready()
+    sid = page.create_session(args.workspace, "Consent")
+    page.send("$ echo approved-after-rebuild > rebuilt.txt")
+    page.wait(f"!!{page.el('approval-card')}", "the approval card")
+    page.wait_item(sid, "waiting for approval")
+    rebuild_s = page.rebuild(f"{page.el('rebuild-ui')}.click()")
+    page.ready()
+    page.select(sid)
+    card = page.el("approval-card")
+    page.wait(f"!!{card}", "the same approval card in the new page")
+    after_rebuild = page.text("approval-command")
+    page.click("approve-allow_always")
+    page.wait_text("transcript", "exited with status 0")
+    written = (Path(args.workspace) / "rebuilt.txt").read_text().strip()
+    page.wait(f"{page.el('rules-list')}.children.length === 1", "the new rule in the details")
+    rule = page.js(f"{page.el('rules-list')}.textContent")  # inside a closed <details>
+    # The rule holds: the same command runs again unasked.
+    page.send("$ echo approved-after-rebuild > rebuilt.txt")
+    page.wait_item(sid, "idle")
+    page.wait_text("transcript", "exited with status 0")
+    asked_again = bool(page.js(f"!!{card}"))
+    page.click("remove-rule")
+    page.wait(f"{page.el('rules-list')}.children.length === 0", "the rule removed")
+    rules_after = page.host(Method.PERMISSIONS, {"sessionId": sid})["rules"]
+    # Esc rejects: the command does not run and the transcript says it was refused.
+    page.send("$ touch refused.txt")
+    page.wait(f"!!{card}", "another approval card")
+    page.js(f"{card}.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Escape'}}))")
+    page.wait_text("transcript", "not run")
+    return {
+        "rebuild_s": rebuild_s,
+        "after_rebuild": after_rebuild,
+        "written": written,
+        "rule": rule,
+        "asked_again": asked_again,
+        "rules_after": rules_after,
+        "refused_file": (Path(args.workspace) / "refused.txt").exists(),
+        "sidebar_after": page.item(sid)["status"],
     }
 
 

@@ -10,6 +10,7 @@ import asyncio
 import os
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,30 @@ from desktop.client import SidecarClient
 
 NotificationPredicate = Callable[[str, dict[str, Any]], bool]
 WAIT = 20.0
+INITIALIZE = {
+    "protocolVersion": 1,
+    "clientCapabilities": {"_meta": {"acp-session-host": {"notifications": True}}},
+}
 
 
 class Sidecar:
     def __init__(self, client: SidecarClient) -> None:
         self.client = client
         self.seen: list[tuple[str, dict[str, Any]]] = []
+        self.asked: list[dict[str, Any]] = []  # session/request_permission params, in order
+        # How this client answers permission requests (tests of consent replace it).
+        self.answer_permission: Callable[[dict[str, Any]], Any] = allow_once
         self._changed = asyncio.Condition()
         client.on_notification(self._record)
+        client.on_request(self._answer)
+
+    async def _answer(self, method: str, params: dict[str, Any]) -> Any:
+        if method != "session/request_permission":
+            raise ValueError(f"unexpected request {method}")
+        self.asked.append(params)
+        self._record(method, params)
+        answer = self.answer_permission(params)
+        return await answer if asyncio.iscoroutine(answer) else answer
 
     def _record(self, method: str, params: dict[str, Any]) -> None:
         self.seen.append((method, params))
@@ -42,7 +59,8 @@ class Sidecar:
             ["--data-dir", str(data_dir), "--log-level", "DEBUG", *args], env=env
         )
         sidecar = cls(client)
-        await sidecar.call("initialize", {"protocolVersion": 1})
+        # Ask for our extension notifications (_session/state, ...), as the desktop does.
+        await sidecar.call("initialize", INITIALIZE)
         return sidecar
 
     @property
@@ -60,6 +78,11 @@ class Sidecar:
     async def status(self, session_id: str) -> dict[str, Any]:
         result: dict[str, Any] = await self.call("_session/status", {"sessionId": session_id})
         return result
+
+    async def endpoint(self, session_id: str) -> tuple[str, str]:
+        """The live session's listener URL and bearer token (`_session/http`)."""
+        access = await self.call("_session/http", {"sessionId": session_id})
+        return access["url"], access["token"]
 
     async def messages(self, session_id: str, offset: int = 0, limit: int = 100) -> dict[str, Any]:
         result: dict[str, Any] = await self.call(
@@ -136,6 +159,11 @@ class Sidecar:
         return await self.client.close(timeout=10)
 
 
+def allow_once(params: dict[str, Any]) -> dict[str, Any]:
+    """Answer a permission request as a user clicking "Allow once" would."""
+    return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+
 def pid_alive(pid: int) -> bool:
     """Alive and not a zombie (PID 1 here does not reap orphans)."""
     try:
@@ -165,6 +193,47 @@ def marked_processes(name: str, marker: str) -> list[int]:
         if needle in environ.split(b"\0") and state != b"Z":
             found.append(int(entry))
     return found
+
+
+def marker() -> tuple[str, str]:
+    """A unique mark for the processes of one command, and the shell prefix that sets it.
+
+    Commands run in their own PID namespace (bubblewrap), so `$$` and `$!` inside them
+    are namespace pids: find a command's processes on the host by this mark instead.
+    """
+    value = uuid.uuid4().hex
+    return value, f"export TEST_MARK={value}; "
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return -1
+    return int(stat[stat.rfind(b")") + 2 :].split()[1])
+
+
+def host_pid(mark: str, namespace_pid: int, timeout: float = 5.0) -> int:
+    """The host pid of the marked process whose pid inside its namespace is `namespace_pid`
+    (`NSpid:` in /proc/PID/status lists a process's pid at every namespace level)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        marked = marked_processes("TEST_MARK", mark)
+        # A shell's own /proc environ is the one it was started with (before `export`):
+        # the shell that ran the mark is found as the parent of the processes it started.
+        for pid in [*marked, *(_parent(pid) for pid in marked)]:
+            try:
+                with open(f"/proc/{pid}/status") as handle:
+                    line = next((row for row in handle if row.startswith("NSpid:")), "")
+            except OSError:
+                continue
+            levels = line.split()[1:]
+            if levels and int(levels[-1]) == namespace_pid:
+                return pid
+        if time.monotonic() > deadline:
+            raise LookupError(f"no live process marked {mark} with namespace pid {namespace_pid}")
+        time.sleep(0.02)
 
 
 async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:

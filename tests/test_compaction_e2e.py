@@ -74,10 +74,10 @@ async def test_manual_compaction_shrinks_the_context_and_keeps_the_transcript(
 
         # The stored transcript is whole: every message, plus the compaction marker.
         messages = (await agent.messages(sid))["messages"]
-        users = [m["content"] for m in messages if m["role"] == "user"]
+        users = [m["text"] for m in messages if m["type"] == "user"]
         assert users == ["turn alpha", "turn bravo", "turn charlie", "turn delta"]
         markers = [m for m in messages if m.get("kind") == "compaction"]
-        assert len(markers) == 1 and markers[0]["content"].startswith("SUMMARY")
+        assert len(markers) == 1 and markers[0]["text"].startswith("SUMMARY")
 
         # A new runtime generation rebuilds the same compacted context from the record.
         await agent.call("session/close", {"sessionId": sid})
@@ -106,7 +106,7 @@ async def test_automatic_compaction_keeps_the_context_under_the_budget(
         assert users[-1].startswith("message 7") and len(users) < 8
         assert any(r["body"]["messages"][0]["content"].startswith("You compact") for r in requests)
         messages = (await agent.messages(sid, limit=1000))["messages"]
-        assert [m["content"].split()[1] for m in messages if m["role"] == "user"] == [
+        assert [m["text"].split()[1] for m in messages if m["type"] == "user"] == [
             str(n) for n in range(8)
         ]
         assert any(m.get("kind") == "compaction" for m in messages)
@@ -136,7 +136,7 @@ async def test_offline_compaction_and_fork_keep_the_summary(sidecar: Sidecar, wo
     result = await sidecar.call("_session/compact", {"sessionId": sid, "keepTurns": 1})
     assert result["compacted"] is True
     marker = (await sidecar.messages(sid))["messages"][result["summaryIndex"]]
-    assert marker["kind"] == "compaction" and "one; two" in marker["content"]
+    assert marker["kind"] == "compaction" and "one; two" in marker["text"]
     forked = (await sidecar.call("session/fork", {"sessionId": sid, "cwd": str(workspace)}))[
         "_meta"
     ]

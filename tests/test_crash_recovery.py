@@ -80,11 +80,11 @@ RACE_ERRORS = frozenset(
 
 
 def is_marker(message: dict[str, Any]) -> bool:
-    return message.get("role") == "system" and message.get("kind") == "interrupted"
+    return message.get("type") == "marker" and message.get("kind") == "interrupted"
 
 
 def is_final_reply(message: dict[str, Any]) -> bool:
-    return message.get("role") == "assistant" and not message.get("tool_calls")
+    return message.get("type") == "assistant" and not message.get("toolCalls")
 
 
 def marked_processes(marker: str) -> list[int]:
@@ -404,7 +404,8 @@ class CrashRun:
 
     async def running_command(self, sidecar: Sidecar, name: str, command: str) -> Tracked:
         """A reserved session whose turn is running `command` (which writes `name` first)."""
-        tracked = await self.create(sidecar, mode=self.rng.choice(["craft", "plan"]))
+        # craft: the command writes its pid file, which plan mode's read-only sandbox refuses.
+        tracked = await self.create(sidecar, mode="craft")
         assert tracked is not None, self.problems
         tracked.reserved = True
         text = f"$ echo $$ > {name}; {command}"
@@ -590,7 +591,7 @@ class CrashRun:
 
     def check_prompts(self, tracked: Tracked, messages: list[dict[str, Any]]) -> None:
         sid = tracked.sid
-        users = [(i, m["content"]) for i, m in enumerate(messages) if m["role"] == "user"]
+        users = [(i, m["text"]) for i, m in enumerate(messages) if m["type"] == "user"]
         index = {text: i for i, text in users}
         self.check(len(index) == len(users), f"{sid}: a user message is stored twice: {users}")
         for _, text in users:
@@ -625,7 +626,7 @@ class CrashRun:
             end = next((s for s in starts if s > start), len(messages))
             self.check(
                 any(
-                    is_final_reply(m) and m["content"] == prompt.response
+                    is_final_reply(m) and m["text"] == prompt.response
                     for m in messages[start + 1 : end]
                 ),
                 f"{sid}: the acknowledged reply {prompt.response!r} to {prompt.text!r} is "
@@ -666,10 +667,10 @@ class CrashRun:
                 f"{sid}: interrupted={interrupted}, expected {expected}: no prompt was in "
                 f"flight at the kill",
             )
-        users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+        users = [i for i, m in enumerate(messages) if m["type"] == "user"]
         if new_markers:
             self.stats["interrupted sessions found"] += 1
-            last_user = messages[users[-1]]["content"] if users else None
+            last_user = messages[users[-1]]["text"] if users else None
             prompt = self.prompts.get(last_user or "")
             self.check(
                 prompt is not None
@@ -683,7 +684,7 @@ class CrashRun:
         if users:
             last = users[-1]
             answered = any(is_final_reply(m) for m in messages[last + 1 :])
-            prompt = self.prompts[messages[last]["content"]]
+            prompt = self.prompts[messages[last]["text"]]
             excused = prompt.cut or prompt.stop_reason == "cancelled"
             if not answered and not excused and status["status"] != "error":
                 self.check(
@@ -707,9 +708,9 @@ class CrashRun:
             tail = messages[-3:]
             self.check(
                 len(tail) == 3
-                and tail[0] == {**tail[0], "role": "user", "content": text}
-                and tail[1]["role"] == "assistant"
-                and bool(tail[1].get("tool_calls"))
+                and tail[0] == {**tail[0], "type": "user", "text": text}
+                and tail[1]["type"] == "assistant"
+                and bool(tail[1].get("toolCalls"))
                 and is_marker(tail[2]),
                 f"{sid}: killed while `{text}` ran; expected user, assistant tool call, "
                 f"marker at the end, got {tail}",
@@ -721,9 +722,9 @@ class CrashRun:
                 f"{sid}: killed while closing (only `running` is flagged interrupted), got "
                 f"{status}",
             )
-            users = [m for m in messages if m["role"] == "user"]
+            users = [m for m in messages if m["type"] == "user"]
             self.check(
-                bool(users) and users[-1]["content"] == text and not is_marker(messages[-1]),
+                bool(users) and users[-1]["text"] == text and not is_marker(messages[-1]),
                 f"{sid}: killed while closing during {text!r}; transcript {messages[-3:]}",
             )
             if not self.round.close_answered_before_kill:
@@ -770,7 +771,7 @@ class CrashRun:
         messages = await self.transcript(sidecar, sid, closed["messageCount"])
         self.check(
             messages[: len(tracked.transcript)] == tracked.transcript
-            and [(m["role"], m["content"]) for m in messages[len(tracked.transcript) :]]
+            and [(m["type"], m["text"]) for m in messages[len(tracked.transcript) :]]
             == [("user", prompt.text), ("assistant", prompt.response)],
             f"{sid}: transcript after resume + one turn: {messages[len(tracked.transcript) - 2 :]}",
         )

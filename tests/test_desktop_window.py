@@ -123,6 +123,18 @@ def test_create_a_session_send_a_prompt_and_see_the_answer(tmp_path: Path) -> No
     assert "tool-output-42\nsecond line" in r["tool"]["output"]
     # Output showed while the command still ran, before the turn ended.
     assert r["streamed"]["status"] == "running" and "second line" not in r["streamed"]["output"]
+    # It ran only once allowed: the card said what and where, the sidebar said it waited.
+    approval = r["streamed"]["approval"]
+    assert approval["command"] == "echo tool-output-42; sleep 1; echo second line"
+    assert "sandbox: workspace" in approval["where"]
+    assert approval["sidebar"] == "waiting for approval"
+    assert approval["focused"] is True, "the card takes the focus (Enter allows, Esc rejects)"
+    assert approval["buttons"] == [
+        "approve-allow_once",
+        "approve-allow_always",
+        "approve-reject_once",
+        "approve-reject_always",
+    ]
     assert "Slept 2 s. nap" in r["transcript"]
     assert r["busy"]["code"] == "-32042" and "busy" in r["busy"]["text"]
     assert r["paging"] == {
@@ -153,6 +165,18 @@ def test_rebuild_ui_mid_turn_keeps_sessions_runtimes_and_the_answer(tmp_path: Pa
     assert r["http"] == {"code": 200, "sessionId": sid, "status": "running"}
     assert "Slept 4 s. slow answer" in r["new_page_transcript"]
     assert r["rebuild_seconds"] < 5
+
+
+@window_only
+def test_approvals_survive_rebuild_and_always_answers_become_rules(tmp_path: Path) -> None:
+    r = run_driver("approvals", tmp_path)
+    assert r["after_rebuild"] == "echo approved-after-rebuild > rebuilt.txt"
+    assert r["written"] == "approved-after-rebuild", "the new page's answer counted"
+    assert "allow bash exactly" in r["rule"]
+    assert r["asked_again"] is False, "the rule decided: no card the second time"
+    assert r["rules_after"] == []
+    assert r["refused_file"] is False
+    assert r["sidebar_after"] == "idle"
 
 
 @window_only
@@ -213,7 +237,7 @@ async def test_sigterm_closes_live_sessions_cleanly(tmp_path: Path) -> None:
         await sidecar.close()
     # Closed by the shutdown, not found orphaned by the next start's reconciliation.
     assert status["status"] == "closed" and status["interrupted"] is False
-    assert messages["messages"][0]["content"] == "/sleep 30 cut short"
+    assert messages["messages"][0]["text"] == "/sleep 30 cut short"
 
 
 def _pump(stream: Any, lines: queue.Queue[str]) -> None:

@@ -41,7 +41,7 @@ async def test_fork_of_an_idle_session_copies_the_transcript(sidecar: Sidecar, w
     await sidecar.prompt(child["sessionId"], "only in the fork")
     assert await sidecar.messages(sid) == before
     await sidecar.prompt(sid, "only in the source")
-    forked = [m["content"] for m in (await sidecar.messages(child["sessionId"]))["messages"]]
+    forked = [m["text"] for m in (await sidecar.messages(child["sessionId"]))["messages"]]
     assert "only in the source" not in forked and forked[-1] == "Echo: only in the fork"
     assert (await sidecar.status(sid))["forkedFrom"] is None
 
@@ -55,7 +55,7 @@ async def test_fork_of_a_running_session_snapshots_the_last_completed_turn(
     turn = sidecar.prompt_task(sid, "/sleep 1 still running")
     await sidecar.wait_state(sid, "running")
     child = await fork(sidecar, sid, workspace)
-    contents = [m["content"] for m in (await sidecar.messages(child["sessionId"]))["messages"]]
+    contents = [m["text"] for m in (await sidecar.messages(child["sessionId"]))["messages"]]
     assert contents == ["completed turn", "Echo: completed turn"]
     assert (await asyncio.wait_for(turn, 10))["stopReason"] == "end_turn"
     assert (await sidecar.messages(sid))["total"] == 4

@@ -46,7 +46,11 @@ REQUEST_TIMEOUT = 10.0
 SEED = int(os.environ.get("HTTP_FUZZ_SEED") or random.randrange(2**32))
 EVENTS = "GET /agent/events"
 # Without extra parameters or credentials to spoil, these have nothing to make invalid.
-NEGATIVE_CAN_BE_EMPTY = ("status negative token", "abort negative token")
+NEGATIVE_CAN_BE_EMPTY = (
+    "status negative token",
+    "abort negative token",
+    "GET /agent/permissions negative token",
+)
 LABELS = {
     "POST /agent/send",
     "GET /agent/status",
@@ -54,6 +58,8 @@ LABELS = {
     "GET /agent/messages",
     EVENTS,
     "POST /agent/resize",
+    "GET /agent/permissions",
+    "POST /agent/permissions",
 }
 
 # Every answer: a documented status and content type, a body matching the
@@ -276,10 +282,13 @@ def _report(failures: list[str]) -> str:
     )
 
 
-def _endpoint(summary: dict[str, Any]) -> tuple[str, str]:
+async def _endpoint(sidecar: Sidecar, summary: dict[str, Any]) -> tuple[str, str]:
+    """The listener URL and token; the token comes from `_session/http`, not the summary."""
     http = summary["http"]
     assert http is not None, f"session has no HTTP endpoint: {summary}"
-    return http["url"], http["token"]
+    url, token = await sidecar.endpoint(summary["sessionId"])
+    assert http == {"url": url}, f"the summary's http is not the listener's URL alone: {http}"
+    return url, token
 
 
 async def _sessions(sidecar: Sidecar, workspace: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -306,7 +315,7 @@ async def _assert_healthy(
     assert await sidecar.status(other["sessionId"]) == other_before, (
         "the bystander session changed while another session was fuzzed"
     )
-    other_url, other_token = _endpoint(other)
+    other_url, other_token = await _endpoint(sidecar, other)
     response = await asyncio.to_thread(
         requests.post,
         f"{other_url}/agent/send",
@@ -326,7 +335,7 @@ async def test_fuzzed_responses_conform_to_the_document(sidecar: Sidecar, worksp
     error, 401 without the token, never 5xx; nothing else is disturbed."""
     target, other = await _sessions(sidecar, workspace)
     other_before = await sidecar.status(other["sessionId"])
-    url, token = _endpoint(target)
+    url, token = await _endpoint(sidecar, target)
 
     counts, failures = await _fuzz_all(
         _schema(strict=False), url, (token, None), {token: CONFORMANCE, None: CONFORMANCE}
@@ -347,7 +356,7 @@ async def test_fuzzed_valid_input_is_accepted_and_invalid_refused(
     protocol/openapi.json and the listener disagree about what is valid."""
     target, other = await _sessions(sidecar, workspace)
     other_before = await sidecar.status(other["sessionId"])
-    url, token = _endpoint(target)
+    url, token = await _endpoint(sidecar, target)
 
     _, failures = await _fuzz_all(
         _schema(strict=True), url, (token,), {token: CONFORMANCE + ACCEPTANCE}
@@ -449,7 +458,7 @@ async def test_the_document_and_the_listener_agree_on_edge_inputs(
     doc = json.loads(OPENAPI.read_text())
     root = {"$ref": schema, **{k: v for k, v in doc.items() if k != "$ref"}}
     valid = jsonschema.Draft202012Validator(root).is_valid(instance)
-    url, token = _endpoint(await sidecar.new_session(workspace, mode="ask"))
+    url, token = await _endpoint(sidecar, await sidecar.new_session(workspace, mode="ask"))
 
     def call() -> tuple[int, bytes]:
         with requests.request(

@@ -151,12 +151,13 @@ class Session:
     port: int
 
     @classmethod
-    def of(cls, summary: dict[str, Any]) -> Session:
+    async def of(cls, sidecar: Sidecar, summary: dict[str, Any]) -> Session:
+        """The summary names the listener; its token comes from `_session/http` alone."""
         http = summary["http"]
         assert http is not None, f"session has no HTTP endpoint: {summary}"
-        return cls(
-            summary["sessionId"], http["url"], http["token"], int(http["url"].rsplit(":")[-1])
-        )
+        url, token = await sidecar.endpoint(summary["sessionId"])
+        assert http == {"url": url}, f"the summary's http is not the listener's URL alone: {http}"
+        return cls(summary["sessionId"], url, token, int(url.rsplit(":")[-1]))
 
 
 @dataclass
@@ -168,8 +169,12 @@ class Pair:
 
 @pytest.fixture
 async def pair(sidecar: Sidecar, workspace: Path) -> AsyncIterator[Pair]:
-    target = Session.of(await sidecar.new_session(workspace, mode="ask", title="target"))
-    bystander = Session.of(await sidecar.new_session(workspace, mode="ask", title="bystander"))
+    target = await Session.of(
+        sidecar, await sidecar.new_session(workspace, mode="ask", title="target")
+    )
+    bystander = await Session.of(
+        sidecar, await sidecar.new_session(workspace, mode="ask", title="bystander")
+    )
     yield Pair(sidecar, target, bystander)
 
 
@@ -223,7 +228,7 @@ async def test_a_token_from_an_older_generation_is_refused(pair: Pair, workspace
     assert (await send_over_http(old, "generation one")).status == 200
     await sidecar.call("session/close", {"sessionId": old.id})
     resumed = await sidecar.call("session/resume", {"sessionId": old.id, "cwd": str(workspace)})
-    new = Session.of(resumed["_meta"])
+    new = await Session.of(sidecar, resumed["_meta"])
     assert resumed["_meta"]["generation"] == 2 and new.token != old.token
 
     for path, method in (

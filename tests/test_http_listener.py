@@ -15,24 +15,47 @@ from typing import Any
 import aiohttp
 import pytest
 
-from protocol.models import HttpEndpoint, SessionSummary
-from sidecar.agent.turn import TurnOutcome
-from sidecar.errors import InvalidState, ProviderError, ResourceExhausted, SessionBusy
-from sidecar.events import EventStream
-from sidecar.http import Listener, start_listener
+from protocol.models import SessionSummary
+from protocol.values import Backend, Mode, Status, StopReason
+from sidecar.agent.outcome import TurnOutcome
+from sidecar.core.events import EventStream
+from sidecar.core.views import SessionView, TerminalSize
+from sidecar.domain.errors import InvalidState, ProviderError, ResourceExhausted, SessionBusy
+from sidecar.domain.events import AgentTextChunk, StateChanged
+from sidecar.domain.records import SessionRecord
+from sidecar.domain.transcript import Entry, UserEntry
+from sidecar.http.listener import Listener, start_listener
+from sidecar.wire.summary import summary
 
 TOKEN = "t0k3n-for-tests-only"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 OPENAPI = Path(__file__).resolve().parent.parent / "protocol" / "openapi.json"
 
 
+def make_record(status: Status = Status.IDLE, count: int = 250, **extra: Any) -> SessionRecord:
+    return SessionRecord(
+        session_id="sess-1",
+        cwd="/tmp/work",
+        title="Test",
+        mode=Mode.CRAFT,
+        backend=Backend.PIPE,
+        status=status,
+        generation=1,
+        created_at=1704067200.0,
+        updated_at=1704067200.0,
+        message_count=count,
+        **extra,
+    )
+
+
 class FakeTarget:
-    """Implements ListenerTarget. `send` blocks on `release` while `block` is set,
+    """Stands in for a `SessionEndpoint`. `send` blocks on `release` while `block` is set,
     which is how a running turn is simulated; `abort` releases it."""
 
     def __init__(self) -> None:
         self.session_id = "sess-1"
-        self.events = EventStream(capacity=64)
+        self.generation = 1
+        self.events = EventStream("sess-1", capacity=64)
         self.block = False
         self.release = asyncio.Event()
         self.started = asyncio.Event()
@@ -40,53 +63,53 @@ class FakeTarget:
         self.aborted = False
         self.fail: Exception | None = None
         self.messages_error: Exception | None = None
-        self.transcript = [{"role": "user", "content": f"m{i}"} for i in range(250)]
+        self.transcript: list[Entry] = [UserEntry(f"m{i}", "t") for i in range(250)]
         self.url = "http://127.0.0.1:0"
 
-    def summary(self, *, include_token: bool) -> dict[str, Any]:
-        return SessionSummary(
-            session_id=self.session_id,
-            cwd="/tmp/work",
-            title="Test",
-            status="running" if self.running else "idle",
-            mode="craft",
-            backend="pipe",
-            effective_backend="pipe",
-            generation=1,
-            live=True,
-            message_count=len(self.transcript),
-            last_error=None,
-            interrupted=False,
-            created_at="2024-01-01T00:00:00.000Z",
-            updated_at="2024-01-01T00:00:00.000Z",
-            http=HttpEndpoint(url=self.url, token=TOKEN if include_token else None),
-        ).to_wire()
+    def view_of(self, record: SessionRecord) -> SessionView:
+        return SessionView(record, True, self.url, TOKEN, None)
 
-    async def send(self, message: str) -> TurnOutcome:
+    async def view(self) -> SessionView:
+        status = Status.RUNNING if self.running else Status.IDLE
+        return self.view_of(make_record(status, len(self.transcript)))
+
+    def summary(self) -> dict[str, Any]:
+        status = Status.RUNNING if self.running else Status.IDLE
+        return summary(self.view_of(make_record(status)))
+
+    def start_send(self, message: str) -> asyncio.Task[TurnOutcome]:
         if self.fail is not None:
             raise self.fail
         if self.running:
             raise SessionBusy(self.session_id)
-        self.running = True
+        self.running = True  # taken at once, as the real turn lock is
         self.started.set()
+        return asyncio.ensure_future(self._turn(message))
+
+    async def _turn(self, message: str) -> TurnOutcome:
         try:
             if self.block:
                 await self.release.wait()
         finally:
             self.running = False
-        return TurnOutcome(f"echo: {message}", "cancelled" if self.aborted else "end_turn")
+        stop = StopReason.CANCELLED if self.aborted else StopReason.END_TURN
+        return TurnOutcome(f"echo: {message}", stop)
 
-    def abort(self) -> bool:
+    async def abort(self) -> bool:
         if not self.running:
             return False
         self.aborted = True
         self.release.set()
         return True
 
-    def messages(self, offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    async def messages(self, offset: int, limit: int) -> tuple[list[tuple[int, Entry]], int]:
         if self.messages_error is not None:
             raise self.messages_error
-        return self.transcript[offset : offset + limit], len(self.transcript)
+        page = self.transcript[offset : offset + limit]
+        return list(enumerate(page, start=offset)), len(self.transcript)
+
+    async def resize(self, rows: int, cols: int) -> TerminalSize:
+        return TerminalSize(rows, cols)
 
 
 @pytest.fixture
@@ -396,7 +419,7 @@ async def test_status_has_no_token(listener: Listener, http: aiohttp.ClientSessi
         assert resp.status == 200
         body = await resp.json()
     assert body["sessionId"] == "sess-1"
-    assert body["http"] == {"url": listener.url, "token": None}
+    assert body["http"] == {"url": listener.url}
     assert TOKEN not in json.dumps(body)
 
 
@@ -404,11 +427,11 @@ async def test_messages_paging(listener: Listener, http: aiohttp.ClientSession) 
     async with http.get(f"{listener.url}/agent/messages", headers=AUTH) as resp:
         body = await resp.json()
     assert body["total"] == 250
-    assert [m["content"] for m in body["messages"]] == [f"m{i}" for i in range(100)]
+    assert [m["text"] for m in body["messages"]] == [f"m{i}" for i in range(100)]
     url = f"{listener.url}/agent/messages?offset=200&limit=1000"
     async with http.get(url, headers=AUTH) as resp:
         body = await resp.json()
-    assert [m["content"] for m in body["messages"]] == [f"m{i}" for i in range(200, 250)]
+    assert [m["text"] for m in body["messages"]] == [f"m{i}" for i in range(200, 250)]
     async with http.get(f"{listener.url}/agent/messages?offset=300", headers=AUTH) as resp:
         assert await resp.json() == {"messages": [], "total": 250}
 
@@ -440,12 +463,12 @@ async def test_bad_messages_params_are_400(
 async def test_events_arrive_live_with_increasing_ids(
     listener: Listener, http: aiohttp.ClientSession, target: FakeTarget
 ) -> None:
-    target.events.publish("state", {"status": "idle"})  # before connecting: not replayed
+    target.events.publish(StateChanged(make_record()))  # before connecting: not replayed
     async with http.get(f"{listener.url}/agent/events", headers=AUTH) as resp:
         assert resp.status == 200
         assert resp.content_type == "text/event-stream"
-        target.events.publish("agent_message_chunk", {"text": "Hel"})
-        target.events.publish("agent_message_chunk", {"text": "lo\n"})
+        target.events.publish(AgentTextChunk("Hel"))
+        target.events.publish(AgentTextChunk("lo\n"))
         first, second = await read_event(resp), await read_event(resp)
     assert first == {"id": 2, "event": "agent_message_chunk", "data": {"text": "Hel"}}
     assert second == {"id": 3, "event": "agent_message_chunk", "data": {"text": "lo\n"}}
@@ -458,22 +481,22 @@ async def test_reconnect_replays_exactly_the_missed_events(
     url = f"{listener.url}/agent/events"
     async with http.get(url, headers=AUTH) as resp:
         for n in range(3):
-            target.events.publish("state", {"n": n})
+            target.events.publish(StateChanged(make_record(count=n)))
         seen = [await read_event(resp) for _ in range(3)]
     last = seen[-1]["id"]
-    target.events.publish("state", {"n": 3})
-    target.events.publish("state", {"n": 4})
+    target.events.publish(StateChanged(make_record(count=3)))
+    target.events.publish(StateChanged(make_record(count=4)))
     if via == "header":
         ctx = http.get(url, headers={**AUTH, "Last-Event-ID": str(last)})
     else:
         ctx = http.get(f"{url}?lastEventId={last}", headers=AUTH)
     async with ctx as resp:
         replayed = [await read_event(resp) for _ in range(2)]
-        target.events.publish("state", {"n": 5})
+        target.events.publish(StateChanged(make_record(count=5)))
         live = await read_event(resp)
     assert [e["id"] for e in seen] == [1, 2, 3]
-    assert [(e["id"], e["data"]["n"]) for e in replayed] == [(4, 3), (5, 4)]
-    assert (live["id"], live["data"]["n"]) == (6, 5)
+    assert [(e["id"], e["data"]["messageCount"]) for e in replayed] == [(4, 3), (5, 4)]
+    assert (live["id"], live["data"]["messageCount"]) == (6, 5)
 
 
 async def test_bad_last_event_id_is_400(listener: Listener, http: aiohttp.ClientSession) -> None:
@@ -487,7 +510,7 @@ async def test_closing_the_event_stream_ends_sse(
     listener: Listener, http: aiohttp.ClientSession, target: FakeTarget
 ) -> None:
     async with http.get(f"{listener.url}/agent/events", headers=AUTH) as resp:
-        target.events.close()
+        target.events.end_subscriptions()
         assert await asyncio.wait_for(resp.content.read(), 5) == b""
 
 
@@ -594,6 +617,6 @@ def test_openapi_session_summary_matches_the_model() -> None:
     assert set(schema["properties"]) == _summary_fields()
     assert set(schema["required"]) == _summary_fields()
     jsonschema = pytest.importorskip("jsonschema")
-    example = FakeTarget().summary(include_token=False)
+    example = FakeTarget().summary()
     root = {"$ref": "#/components/schemas/SessionSummary", "components": doc["components"]}
     jsonschema.Draft202012Validator(root).validate(example)

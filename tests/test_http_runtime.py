@@ -31,10 +31,14 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def endpoint(summary: dict[str, Any]) -> tuple[str, str]:
+async def endpoint(sidecar: Sidecar, summary: dict[str, Any]) -> tuple[str, str]:
+    """The session's listener URL and token: the token from `_session/http`, never from a
+    summary (which carries the URL alone)."""
     http = summary["http"]
     assert http is not None, f"session has no HTTP endpoint: {summary}"
-    return http["url"], http["token"]
+    url, token = await sidecar.endpoint(summary["sessionId"])
+    assert http == {"url": url}, f"the summary's http is not the listener's URL alone: {http}"
+    return url, token
 
 
 @pytest.fixture
@@ -102,12 +106,6 @@ def updates_after(sidecar: Sidecar, since: int, session_id: str, kind: str) -> l
     ]
 
 
-def without_token(summary: dict[str, Any]) -> dict[str, Any]:
-    if summary.get("http") is None:
-        return summary
-    return {**summary, "http": {k: v for k, v in summary["http"].items() if k != "token"}}
-
-
 async def read_event(resp: aiohttp.ClientResponse) -> dict[str, Any]:
     """One SSE frame as {"id", "event", "data"}, skipping comment lines."""
     frame: dict[str, Any] = {}
@@ -148,7 +146,7 @@ async def test_send_runs_a_turn_visible_over_stdio(
     sidecar: Sidecar, workspace: Path, http: aiohttp.ClientSession
 ) -> None:
     sid = (summary := await sidecar.new_session(workspace))["sessionId"]
-    url, token = endpoint(summary)
+    url, token = await endpoint(sidecar, summary)
     since = mark(sidecar)
 
     status, body = await call(http, "POST", f"{url}/agent/send", token, json={"message": "hello"})
@@ -160,7 +158,7 @@ async def test_send_runs_a_turn_visible_over_stdio(
     assert status == 200, over_http
     assert over_http == over_stdio
     assert over_http["total"] == 2
-    assert [(m["role"], m["content"]) for m in over_http["messages"]] == [
+    assert [(m["type"], m["text"]) for m in over_http["messages"]] == [
         ("user", "hello"),
         ("assistant", "Echo: hello"),
     ]
@@ -182,17 +180,18 @@ async def test_http_status_is_the_stdio_summary_without_the_token(
 ) -> None:
     summary = await sidecar.new_session(workspace, title="Status check", mode="plan")
     sid = summary["sessionId"]
-    url, token = endpoint(summary)
+    url, token = await endpoint(sidecar, summary)
     await sidecar.prompt(sid, "one turn so the counts move")
 
     over_stdio = await sidecar.status(sid)
     status, over_http = await call(http, "GET", f"{url}/agent/status", token)
     assert status == 200, over_http
-    assert over_stdio["http"] == {"url": url, "token": token}
-    assert over_http["http"]["url"] == url
-    assert over_http["http"].get("token") is None, "the listener handed out its own token"
+    assert over_stdio["http"] == {"url": url}, "the stdio summary carries the token"
+    assert token not in json.dumps(over_stdio)
+    assert over_http["http"] == {"url": url}
+    assert "token" not in over_http["http"], "the listener handed out its own token"
     assert token not in json.dumps(over_http)
-    assert without_token(over_http) == without_token(over_stdio)
+    assert over_http == over_stdio
     assert (over_http["status"], over_http["messageCount"], over_http["mode"]) == (
         "idle",
         2,
@@ -215,7 +214,7 @@ async def test_http_responses_match_the_openapi_schemas(
         )
 
     summary = await sidecar.new_session(workspace)
-    url, token = endpoint(summary)
+    url, token = await endpoint(sidecar, summary)
     _, sent = await call(http, "POST", f"{url}/agent/send", token, json={"message": "hi"})
     check("SendResponse", sent)
     _, page = await call(http, "GET", f"{url}/agent/messages", token)
@@ -225,10 +224,9 @@ async def test_http_responses_match_the_openapi_schemas(
     _, refused = await call(http, "GET", f"{url}/agent/status", None)
     check("Error", refused)
     _, status = await call(http, "GET", f"{url}/agent/status", token)
-    assert status["http"] == {"url": url, "token": None}, (
-        "GET /agent/status must carry http.token = null (openapi.json HttpEndpoint requires "
-        "`token`, 'Always null over HTTP'); the real runtime omits the key because "
-        f"sidecar/summary.py deletes it when include_token=False. Got http={status['http']}"
+    assert status["http"] == {"url": url}, (
+        "GET /agent/status must carry http = {url} alone (openapi.json HttpEndpoint: the "
+        f"bearer token is never in a summary). Got http={status['http']}"
     )
     check("SessionSummary", status)
 
@@ -240,7 +238,7 @@ async def test_busy_is_shared_between_http_and_stdio(
     sidecar: Sidecar, workspace: Path, http: aiohttp.ClientSession
 ) -> None:
     sid = (summary := await sidecar.new_session(workspace))["sessionId"]
-    url, token = endpoint(summary)
+    url, token = await endpoint(sidecar, summary)
 
     # A stdio turn is running: HTTP send is 409.
     since = mark(sidecar)
@@ -251,7 +249,10 @@ async def test_busy_is_shared_between_http_and_stdio(
     )
     assert_json_error(status, body, 409, "busy")
     result = await asyncio.wait_for(stdio_turn, STEP)
-    assert result == {"stopReason": "end_turn", "_meta": {"response": "Slept 1.5 s. via stdio"}}
+    assert (result["stopReason"], result["_meta"]["response"]) == (
+        "end_turn",
+        "Slept 1.5 s. via stdio",
+    )
 
     # An HTTP turn is running: a stdio prompt is -32042 (busy).
     since = mark(sidecar)
@@ -266,7 +267,7 @@ async def test_busy_is_shared_between_http_and_stdio(
     status, body = await asyncio.wait_for(http_turn, STEP)
     assert (status, body) == (200, {"response": "Slept 1.5 s. via http", "stopReason": "end_turn"})
 
-    users = [m["content"] for m in (await sidecar.messages(sid))["messages"] if m["role"] == "user"]
+    users = [m["text"] for m in (await sidecar.messages(sid))["messages"] if m["type"] == "user"]
     assert users == ["/sleep 1.5 via stdio", "/sleep 1.5 via http"]  # refusals were not queued
     assert (await sidecar.status(sid))["status"] == "idle"
 
@@ -275,7 +276,7 @@ async def test_http_abort_cancels_a_stdio_turn(
     sidecar: Sidecar, workspace: Path, http: aiohttp.ClientSession
 ) -> None:
     sid = (summary := await sidecar.new_session(workspace))["sessionId"]
-    url, token = endpoint(summary)
+    url, token = await endpoint(sidecar, summary)
     since = mark(sidecar)
     turn = sidecar.prompt_task(sid, "/sleep 30 never answered")
     await wait_state_after(sidecar, since, sid, "running")
@@ -292,7 +293,7 @@ async def test_http_abort_cancels_a_stdio_turn(
     assert (await sidecar.status(sid))["status"] == "idle"
     _, over_http = await call(http, "GET", f"{url}/agent/status", token)
     assert over_http["status"] == "idle" and over_http["live"] is True
-    contents = [m["content"] for m in (await sidecar.messages(sid))["messages"]]
+    contents = [m["text"] for m in (await sidecar.messages(sid))["messages"]]
     assert contents[0] == "/sleep 30 never answered"
     assert not any("Slept" in str(c) for c in contents)
     # Nothing left to abort; the session takes the next turn.
@@ -310,7 +311,7 @@ async def test_sse_streams_a_real_turn_and_replays_after_last_event_id(
     sidecar: Sidecar, workspace: Path, http: aiohttp.ClientSession
 ) -> None:
     summary = await sidecar.new_session(workspace)
-    url, token = endpoint(summary)
+    url, token = await endpoint(sidecar, summary)
     async with http.get(f"{url}/agent/events", headers=bearer(token)) as resp:
         assert resp.status == 200 and resp.content_type == "text/event-stream"
         status, body = await call(
@@ -366,13 +367,16 @@ async def test_close_and_resume_replace_the_listener_and_the_token(
     sidecar: Sidecar, workspace: Path, http: aiohttp.ClientSession
 ) -> None:
     sid = (first := await sidecar.new_session(workspace))["sessionId"]
-    old_url, old_token = endpoint(first)
+    old_url, old_token = await endpoint(sidecar, first)
     status, _ = await call(http, "POST", f"{old_url}/agent/send", old_token, json={"message": "a"})
     assert status == 200
 
     async with http.get(f"{old_url}/agent/events", headers=bearer(old_token)) as stream:
         closed = (await sidecar.call("session/close", {"sessionId": sid}))["_meta"]
         assert closed["status"] == "closed" and closed["http"] is None
+        with pytest.raises(RpcError) as not_live:
+            await sidecar.endpoint(sid)
+        assert not_live.value.code == ErrorCode.SESSION_NOT_LIVE
         ended = await asyncio.wait_for(stream.content.read(), STEP)
         assert ended.endswith(b"\n\n"), ended  # ended between frames
         # The stream says why it ends: the closing state is flushed before the listener stops.
@@ -382,7 +386,7 @@ async def test_close_and_resume_replace_the_listener_and_the_token(
     resumed = (await sidecar.call("session/resume", {"sessionId": sid, "cwd": str(workspace)}))[
         "_meta"
     ]
-    new_url, new_token = endpoint(resumed)
+    new_url, new_token = await endpoint(sidecar, resumed)
     assert resumed["generation"] == 2 and resumed["status"] == "idle"
     assert new_token != old_token
     if new_url != old_url:  # the OS may (rarely) hand the freed port out again
@@ -394,9 +398,9 @@ async def test_close_and_resume_replace_the_listener_and_the_token(
     assert status == 200, body
     assert (body["generation"], body["status"], body["live"]) == (2, "idle", True)
     assert body["http"]["url"] == new_url
-    assert without_token(body) == without_token(await sidecar.status(sid))
+    assert body == await sidecar.status(sid)
     _, page = await call(http, "GET", f"{new_url}/agent/messages", new_token)
-    assert page["total"] == 2 and [m["content"] for m in page["messages"]] == ["a", "Echo: a"]
+    assert page["total"] == 2 and [m["text"] for m in page["messages"]] == ["a", "Echo: a"]
 
 
 # -- refusals stay local ---------------------------------------------------------------
@@ -407,8 +411,8 @@ async def test_refused_requests_are_json_and_leave_other_sessions_alone(
 ) -> None:
     a_sid = (a := await sidecar.new_session(workspace, title="A"))["sessionId"]
     b_sid = (b := await sidecar.new_session(workspace, title="B"))["sessionId"]
-    a_url, a_token = endpoint(a)
-    b_url, b_token = endpoint(b)
+    a_url, a_token = await endpoint(sidecar, a)
+    b_url, b_token = await endpoint(sidecar, b)
     assert a_url != b_url and a_token != b_token
     port = a_url.rsplit(":", 1)[1]
 
@@ -444,7 +448,7 @@ async def test_refused_requests_are_json_and_leave_other_sessions_alone(
     # The other session is untouched and works, over HTTP and stdio.
     status, b_status = await call(http, "GET", f"{b_url}/agent/status", b_token)
     assert status == 200
-    assert without_token(b_status) == without_token(await sidecar.status(b_sid))
+    assert b_status == await sidecar.status(b_sid)
     assert b_status["status"] == "idle"
     status, body = await call(
         http, "POST", f"{b_url}/agent/send", b_token, json={"message": "still fine"}
@@ -480,7 +484,7 @@ async def test_session_works_without_http_when_binding_is_not_permitted(
         ), "no 'socket binding unavailable' warning on stderr:\n" + "\n".join(stderr)
 
         result = await sidecar.prompt(sid, "hello")
-        assert result == {"stopReason": "end_turn", "_meta": {"response": "Echo: hello"}}
+        assert (result["stopReason"], result["_meta"]["response"]) == ("end_turn", "Echo: hello")
         status = await sidecar.status(sid)
         assert (status["status"], status["http"], status["messageCount"]) == ("idle", None, 2)
     finally:

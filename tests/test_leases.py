@@ -116,7 +116,7 @@ async def test_a_frozen_holder_loses_its_lease_and_cannot_write_after_the_takeov
         await asyncio.sleep(1.0)  # one renewal period: it notices the takeover
         assert (await frozen.status(sid))["live"] is False
         assert (await other.prompt(sid, "from the new holder"))["stopReason"] == "end_turn"
-        contents = [m["content"] for m in (await other.messages(sid))["messages"]]
+        contents = [m["text"] for m in (await other.messages(sid))["messages"]]
         assert "late write from the old holder" not in contents
         assert contents[-2:] == ["from the new holder", "Echo: from the new holder"]
         assert (await other.status(sid))["generation"] == 2

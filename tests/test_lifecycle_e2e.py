@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
 import aiohttp
 import pytest
-from harness import Sidecar, eventually, pid_alive
+from harness import Sidecar, eventually, host_pid, marker, pid_alive
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
 
 
-async def http_status(summary: dict) -> int:
-    url, token = summary["http"]["url"], summary["http"]["token"]
+async def http_status(url: str, token: str) -> int:
     async with aiohttp.ClientSession() as http:
         async with http.get(
             f"{url}/agent/status", headers={"Authorization": f"Bearer {token}"}
@@ -40,17 +40,20 @@ async def test_create_separates_record_from_runtime(
     assert summary["status"] == "idle"
     assert summary["generation"] == 1 and summary["live"] is True
     assert (summary["mode"], summary["backend"], summary["title"]) == ("plan", "pty", "First")
-    assert summary["effectiveBackend"] == "pty"
-    assert summary["http"]["url"].startswith("http://127.0.0.1:") and summary["http"]["token"]
+    # The summary names the listener; its token comes from `_session/http` alone.
+    url, token = await sidecar.endpoint(sid)
+    assert summary["http"] == {"url": url}
+    assert url.startswith("http://127.0.0.1:") and token
+    assert token not in json.dumps(summary)
     assert sidecar.states(sid)[:2] == ["creating", "idle"]
-    assert await http_status(summary) == 200
+    assert await http_status(url, token) == 200
     # The durable record knows nothing of ports or tokens.
     port = summary["http"]["url"].rsplit(":", 1)[1]
     with sqlite3.connect(data_dir / "sessions.db") as db:
         rows = db.execute("SELECT * FROM sessions").fetchall()
     dumped = repr(rows)
     assert sid in dumped
-    assert summary["http"]["token"] not in dumped and f":{port}" not in dumped
+    assert token not in dumped and f":{port}" not in dumped
 
 
 async def test_turn_goes_running_then_idle(sidecar: Sidecar, workspace: Path):
@@ -76,13 +79,14 @@ async def test_second_prompt_while_running_is_refused(sidecar: Sidecar, workspac
     assert refused.value.code == ErrorCode.SESSION_BUSY
     assert "busy" in refused.value.message
     assert (await asyncio.wait_for(first, 10))["stopReason"] == "end_turn"
-    texts = [m["content"] for m in (await sidecar.messages(sid))["messages"] if m["role"] == "user"]
+    texts = [m["text"] for m in (await sidecar.messages(sid))["messages"] if m["type"] == "user"]
     assert texts == ["/sleep 1"]  # the refused prompt was not queued
 
 
 async def test_transcript_survives_close_and_resume(sidecar: Sidecar, workspace: Path):
     first = await sidecar.new_session(workspace)
     sid = first["sessionId"]
+    _, first_token = await sidecar.endpoint(sid)
     await sidecar.prompt(sid, "hello there")
     before = await sidecar.messages(sid)
     assert before["total"] == 2
@@ -97,7 +101,9 @@ async def test_transcript_survives_close_and_resume(sidecar: Sidecar, workspace:
     assert summary["sessionId"] == sid and summary["generation"] == 2
     assert summary["status"] == "idle" and summary["live"] is True
     assert summary["http"]["url"] != first["http"]["url"]
-    assert summary["http"]["token"] != first["http"]["token"]
+    url, token = await sidecar.endpoint(sid)
+    assert summary["http"] == {"url": url}
+    assert token != first_token
     assert (summary["cwd"], summary["mode"], summary["backend"]) == (
         first["cwd"],
         first["mode"],
@@ -125,7 +131,7 @@ async def test_another_sidecar_resumes_after_the_first_exits(data_dir: Path, wor
         ]
         assert summary["generation"] == 2 and summary["title"] == "durable"
         messages = (await second.messages(sid))["messages"]
-        assert [m["content"] for m in messages] == ["remember me", "Echo: remember me"]
+        assert [m["text"] for m in messages] == ["remember me", "Echo: remember me"]
     finally:
         await second.close()
 
@@ -197,16 +203,22 @@ async def test_provider_failure_then_close_and_resume_recovers(sidecar: Sidecar,
     assert failed.value.code == ErrorCode.PROVIDER_ERROR
     status = await sidecar.status(sid)
     assert status["status"] == "error" and "the model is down" in status["lastError"]
-    with pytest.raises(RpcError) as refused:
-        await sidecar.prompt(sid, "hello")
-    assert refused.value.code == ErrorCode.INVALID_STATE
+    # The next prompt recovers the session first (ACP has no error state; no client knows
+    # it must close and resume): a new generation, lastError cleared, then the turn.
+    assert (await sidecar.prompt(sid, "hello"))["stopReason"] == "end_turn"
+    recovered = await sidecar.status(sid)
+    assert recovered["status"] == "idle" and recovered["lastError"] is None
+    assert recovered["generation"] == 2
 
+    # Close + resume keeps working after a failure, too.
+    with pytest.raises(RpcError):
+        await sidecar.prompt(sid, "/fail again")
     await sidecar.call("session/close", {"sessionId": sid})
     summary = (await sidecar.call("session/resume", {"sessionId": sid, "cwd": str(workspace)}))[
         "_meta"
     ]
     assert summary["status"] == "idle" and summary["lastError"] is None
-    assert summary["generation"] == 2
+    assert summary["generation"] == 3
     assert (await sidecar.prompt(sid, "hello"))["stopReason"] == "end_turn"
 
 
@@ -221,20 +233,23 @@ async def test_late_provider_answer_after_close_changes_nothing(sidecar: Sidecar
     await asyncio.sleep(2.0)  # past the moment the provider would have answered
     after = await sidecar.status(sid)
     assert after == closed
-    contents = [m["content"] for m in (await sidecar.messages(sid))["messages"]]
+    contents = [m["text"] for m in (await sidecar.messages(sid))["messages"]]
     assert "Slept 1.5 s. late answer" not in contents
 
 
 async def test_cancel_ends_turn_and_kills_the_tool_process_group(sidecar: Sidecar, workspace: Path):
     sid = (await sidecar.new_session(workspace))["sessionId"]
-    command = "echo $$ > leader.pid; (sleep 1000 & echo $! > grandchild.pid; wait) & sleep 1000"
+    mark, marked = marker()
+    command = (
+        f"{marked}echo $$ > leader.pid; (sleep 1000 & echo $! > grandchild.pid; wait) & sleep 1000"
+    )
     turn = sidecar.prompt_task(sid, f"$ {command}")
     assert await eventually(
         lambda: (workspace / "leader.pid").exists() and (workspace / "grandchild.pid").exists()
     )
     await asyncio.sleep(0.1)
-    leader = int((workspace / "leader.pid").read_text())
-    grandchild = int((workspace / "grandchild.pid").read_text())
+    leader = host_pid(mark, int((workspace / "leader.pid").read_text()))
+    grandchild = host_pid(mark, int((workspace / "grandchild.pid").read_text()))
     assert pid_alive(leader) and pid_alive(grandchild)
 
     await sidecar.client.notify("session/cancel", {"sessionId": sid})
@@ -244,8 +259,8 @@ async def test_cancel_ends_turn_and_kills_the_tool_process_group(sidecar: Sideca
     status = await sidecar.status(sid)
     assert status["status"] == "idle" and status["live"] is True
     messages = (await sidecar.messages(sid))["messages"]
-    assert messages[0]["content"] == f"$ {command}"
-    assert messages[-1]["role"] == "tool" and "Cancelled" in messages[-1]["content"]
+    assert messages[0]["text"] == f"$ {command}"
+    assert messages[-1]["type"] == "tool_result" and "Cancelled" in messages[-1]["text"]
     # The session is usable again, and the next turn's context is well formed.
     assert (await sidecar.prompt(sid, "still here?"))["_meta"]["response"] == "Echo: still here?"
 
@@ -304,8 +319,8 @@ async def test_sigkill_mid_turn_is_reconciled_on_next_start(data_dir: Path, work
         assert status["status"] == "closed" and status["live"] is False
         assert status["interrupted"] is True
         messages = (await second.messages(sid))["messages"]
-        assert messages[2]["content"] == "/sleep 60 never finishes"  # the user message stays
-        assert messages[-1].get("kind") == "interrupted"
+        assert messages[2]["text"] == "/sleep 60 never finishes"  # the user message stays
+        assert (messages[-1]["type"], messages[-1]["kind"]) == ("marker", "interrupted")
         summary = (await second.call("session/resume", {"sessionId": sid, "cwd": str(workspace)}))[
             "_meta"
         ]
@@ -320,10 +335,11 @@ async def test_stdin_eof_closes_sessions_and_leaves_no_child(data_dir: Path, wor
     sidecar = await Sidecar.start(data_dir)
     sid = (await sidecar.new_session(workspace))["sessionId"]
     idle_sid = (await sidecar.new_session(workspace))["sessionId"]
-    sidecar.prompt_task(sid, "$ echo $$ > tool.pid; sleep 1000")
+    mark, marked = marker()
+    sidecar.prompt_task(sid, f"$ {marked}echo $$ > tool.pid; sleep 1000")
     assert await eventually(lambda: (workspace / "tool.pid").exists())
     await asyncio.sleep(0.1)
-    tool = int((workspace / "tool.pid").read_text())
+    tool = host_pid(mark, int((workspace / "tool.pid").read_text()))
     assert await sidecar.close() == 0
     assert not pid_alive(tool)
 

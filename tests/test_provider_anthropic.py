@@ -26,7 +26,7 @@ from sidecar.agent.providers.anthropic_provider import (
     to_anthropic_messages,
 )
 from sidecar.agent.providers.base import ToolCall
-from sidecar.errors import ProviderError
+from sidecar.domain.errors import ProviderError
 
 try:
     from tests.fake_anthropic_server import FakeAnthropicServer, RecordedRequest

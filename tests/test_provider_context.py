@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidecar.agent.context import ProviderContext, _well_formed
+from sidecar.domain.transcript import from_row
 
 CALL_IDS = st.sampled_from(["a", "b", "c", "d"])
 
@@ -70,7 +71,7 @@ def acceptable(messages: list[dict[str, Any]]) -> bool:
 def test_whatever_was_stored_the_context_is_acceptable(messages):
     context = ProviderContext()
     for index, message in enumerate(messages):
-        context.append(index, message)
+        context.append(index, from_row(message))
         assert context.messages("sys")[0] == {"role": "system", "content": "sys"}
         sent = context.messages("sys")[1:]
         # Mid-turn (calls awaiting results) the model is not called; check at turn ends.
@@ -83,5 +84,5 @@ def test_whatever_was_stored_the_context_is_acceptable(messages):
 def test_incremental_context_equals_a_full_recheck_for_real_turns(transcript):
     context = ProviderContext()
     for index, message in enumerate(transcript):
-        context.append(index, message)
+        context.append(index, from_row(message))
         assert context.messages("sys")[1:] == _well_formed(transcript[: index + 1])

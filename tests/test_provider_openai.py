@@ -16,7 +16,7 @@ from openai import AsyncOpenAI
 
 from sidecar.agent.providers.base import ToolCall
 from sidecar.agent.providers.openai_provider import OpenAIProvider
-from sidecar.errors import ProviderError
+from sidecar.domain.errors import ProviderError
 
 try:
     from tests.fake_chat_server import FakeChatServer

@@ -65,7 +65,12 @@ class RawSidecar:
             cwd=REPO,
         )
         raw = cls(process)
-        reply = await raw.request("initialize", {"protocolVersion": 1})
+        # Asks for our extension notifications (_session/state), as our own clients do.
+        init = {
+            "protocolVersion": 1,
+            "clientCapabilities": {"_meta": {"acp-session-host": {"notifications": True}}},
+        }
+        reply = await raw.request("initialize", init)
         assert "result" in reply, reply
         return raw
 
@@ -84,6 +89,12 @@ class RawSidecar:
                 continue
             if isinstance(message, dict) and "method" in message and "id" not in message:
                 self.notifications.append(message)
+                continue
+            if isinstance(message, dict) and message.get("method") == "session/request_permission":
+                self.notifications.append(message)  # asked; answered as "Allow once"
+                answer = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+                reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer}
+                await self.write(json.dumps(reply).encode() + b"\n")
                 continue
             key = _key(message.get("id")) if isinstance(message, dict) else None
             future = self._by_id.pop(key, None) if key is not None else None
@@ -438,8 +449,8 @@ async def test_unicode_prompt_round_trips(sidecar: Sidecar, workspace: Path):
         result = await sidecar.prompt(sid, text)
         assert result["_meta"]["response"] == f"Echo: {text}"
     messages = (await sidecar.messages(sid, limit=1000))["messages"]
-    users = [m["content"] for m in messages if m["role"] == "user"]
-    assistants = [m["content"] for m in messages if m["role"] == "assistant"]
+    users = [m["text"] for m in messages if m["type"] == "user"]
+    assistants = [m["text"] for m in messages if m["type"] == "assistant"]
     assert users == UNICODE_TEXTS
     assert assistants == [f"Echo: {t}" for t in UNICODE_TEXTS]
     # The ACP client's own prompt is not echoed back as user_message_chunk (it has it).
@@ -470,7 +481,7 @@ async def test_lone_surrogate_is_rejected_cleanly_or_round_trips(
     else:
         assert reply["result"]["_meta"]["response"] == f"Echo: {text}", reply
         page = await raw.call("_session/messages", {"sessionId": sid})
-        assert [m["content"] for m in page["messages"]] == [text, f"Echo: {text}"]
+        assert [m["text"] for m in page["messages"]] == [text, f"Echo: {text}"]
         assert status["status"] == "idle", status
         # Accepted, so the session/update stream must carry the answer too.
         agent = "".join(
@@ -548,8 +559,8 @@ async def test_16_mib_prompt_passes_both_ways(sidecar: Sidecar, workspace: Path)
     assert response == "Echo: " + text
     page = await sidecar.messages(sid)
     assert page["total"] == 2
-    assert page["messages"][0]["content"] == text
-    assert page["messages"][1]["content"] == "Echo: " + text
+    assert page["messages"][0]["text"] == text
+    assert page["messages"][1]["text"] == "Echo: " + text
     assert time.monotonic() - started < 30
 
 
@@ -573,11 +584,13 @@ async def test_stdout_carries_only_json_rpc(data_dir: Path, workspace: Path):
         sid = created["sessionId"]
         command = (
             "echo tool-stdout; echo tool-stderr >&2; "
-            # printf: the marker (LEAK1/LEAK2) is not in the command text itself.
-            f"printf 'LEAK%s\\n' 1 > /proc/{raw.pid}/fd/1; "
-            f"printf 'LEAK%s\\n' 2 > /proc/{raw.pid}/fd/2; "
             f"{sys.executable} -c \"import os; os.write(1, b'py-fd1\\n')\"; exit 0"
         )
+        # A stray write to the sidecar's own fd 1 and fd 2 (commands cannot reach them: they
+        # run in their own PID namespace, where the sidecar's /proc entry does not exist).
+        for fd, marker in ((1, b"LEAK1\n"), (2, b"LEAK2\n")):
+            with open(f"/proc/{raw.pid}/fd/{fd}", "wb") as stray:
+                stray.write(marker)
         result = await raw.call(
             "session/prompt",
             {"sessionId": sid, "prompt": [{"type": "text", "text": f"$ {command}"}]},

@@ -14,25 +14,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sidecar.errors import SessionNotFound, StaleGeneration, StoreError
-from sidecar.records import SessionRecord, SessionState
+from protocol.values import Backend, Mode
+from sidecar.domain.errors import SessionNotFound, StaleGeneration, StoreError
+from sidecar.domain.records import SessionRecord, SessionState
 from sidecar.store import (
     INTERRUPTED_MARKER,
     MemorySessionStore,
-    SessionStore,
     SqliteSessionStore,
 )
+from sidecar.store.blocking import BlockingStore, blocking
+
+# The store under test, driven through its async API (store_adapter.BlockingStore).
+SessionStore = BlockingStore
 
 
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    impl: SessionStore
     if request.param == "memory":
-        impl = MemorySessionStore()
+        impl, close = blocking(MemorySessionStore)
     else:
-        impl = SqliteSessionStore(tmp_path / "sessions.db")
+        impl, close = blocking(lambda: SqliteSessionStore(tmp_path / "sessions.db"))
     yield impl
-    impl.close()
+    close()
 
 
 def make_record(
@@ -47,8 +50,8 @@ def make_record(
         session_id=session_id or f"s-{uuid.uuid4().hex}",
         cwd=cwd,
         title="a title",
-        mode="default",
-        backend="offline",
+        mode=Mode.CRAFT,
+        backend=Backend.PIPE,
         status=status,
         generation=generation,
         created_at=1000.5,

@@ -102,7 +102,7 @@ async def test_database_from_an_older_sidecar_is_migrated(data_dir: Path, worksp
             "session/resume", {"sessionId": "sess_old", "cwd": str(workspace)}
         )
         assert resumed["_meta"]["generation"] == 4
-        assert (await sidecar.messages("sess_old"))["messages"][0]["content"] == "hi"
+        assert (await sidecar.messages("sess_old"))["messages"][0]["text"] == "hi"
     finally:
         await sidecar.close()
 
@@ -144,7 +144,7 @@ async def test_full_disk_gives_a_clear_error_and_loses_nothing(tmp_path: Path, w
             assert "full" in full.value.message
             # Nothing half-written; what was acknowledged is still there.
             page = await sidecar.messages(sid)
-            assert [m["content"] for m in page["messages"]] == ["fits", "Echo: fits"]
+            assert [m["text"] for m in page["messages"]] == ["fits", "Echo: fits"]
             # Space comes back: the session recovers through close + resume.
             # The refused prompt left the session idle, its record consistent.
             status = await sidecar.status(sid)

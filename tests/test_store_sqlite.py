@@ -7,6 +7,7 @@ plans, a full or read-only database) is only observable at that level.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import sqlite3
@@ -17,17 +18,27 @@ from typing import Any
 
 import pytest
 
-from sidecar.errors import SessionNotFound, StaleGeneration, StoreError
-from sidecar.records import SessionRecord, SessionState
-from sidecar.store import SqliteSessionStore, migrations
+from protocol.values import Backend, Mode
+from sidecar.domain.errors import SessionNotFound, StaleGeneration, StoreError
+from sidecar.domain.records import SessionRecord, SessionState
+from sidecar.store import SqliteSessionStore as AsyncSqliteStore
+from sidecar.store import migrations
+from sidecar.store.blocking import BlockingStore
+
+_LOOP = asyncio.new_event_loop()
+
+
+def SqliteSessionStore(path: str | Path, **options: Any) -> Any:  # noqa: N802 (stands in for the class)
+    """The real store, driven through its async API on a private loop."""
+    return BlockingStore(AsyncSqliteStore(path, **options), _LOOP)
 
 
 def record(session_id: str = "s1", **extra: Any) -> SessionRecord:
     fields: dict[str, Any] = {
         "cwd": "/work",
         "title": "t",
-        "mode": "default",
-        "backend": "offline",
+        "mode": Mode.CRAFT,
+        "backend": Backend.PIPE,
         "status": SessionState.IDLE,
         "generation": 1,
         "created_at": 1.0,
@@ -43,7 +54,7 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db: Path) -> Iterator[SqliteSessionStore]:
+def store(db: Path) -> Iterator[Any]:
     s = SqliteSessionStore(db)
     yield s
     s.close()
@@ -229,7 +240,9 @@ def test_v1_database_migrates_to_current_keeping_sessions(
             None,
         )
         assert migrated.lease_owner is None and migrated.message_count == 1
-        assert new.messages("from-v1") == [{"role": "user", "content": "hi"}]
+        # v3 numbers the turns of rows already stored (and counts them in the record).
+        assert new.messages("from-v1") == [{"role": "user", "content": "hi", "turn": 1}]
+        assert new.get("from-v1").turns == 1
     finally:
         new.close()
     assert versions(db) == [v for v, _ in migrations.MIGRATIONS]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from harness import Sidecar, eventually, pid_alive
+from harness import Sidecar, eventually, host_pid, marker, pid_alive
 
 
 async def start(data_dir: Path, *args: str) -> Sidecar:
@@ -23,16 +23,22 @@ async def test_output_cap_and_timeout(data_dir: Path, workspace: Path):
     try:
         sid = (await sidecar.new_session(workspace))["sessionId"]
         await sidecar.prompt(sid, "$ head -c 100000 /dev/zero | tr '\\0' 'x'")
-        tool = [m for m in (await sidecar.messages(sid))["messages"] if m["role"] == "tool"][-1]
+        messages = (await sidecar.messages(sid))["messages"]
+        tool = [m for m in messages if m["type"] == "tool_result"][-1]
         assert tool["truncated"] is True
-        assert "x" * 100 in tool["content"] and "x" * 101 not in tool["content"]
-        assert "[output truncated at 100 bytes]" in tool["content"]
+        assert "x" * 100 in tool["text"] and "x" * 101 not in tool["text"]
+        assert "[output truncated at 100 bytes]" in tool["text"]
 
-        result = await sidecar.prompt(sid, "$ echo $$ > slow.pid; sleep 30")
+        mark, marked = marker()
+        turn = sidecar.prompt_task(sid, f"$ {marked}echo $$ > slow.pid; sleep 30")
+        assert await eventually(lambda: (workspace / "slow.pid").exists())
+        slow = host_pid(mark, int((workspace / "slow.pid").read_text()))
+        result = await asyncio.wait_for(turn, 20)
         assert result["stopReason"] == "end_turn"
-        tool = [m for m in (await sidecar.messages(sid))["messages"] if m["role"] == "tool"][-1]
-        assert "Killed after the 1 s timeout" in tool["content"] and tool["exitCode"] is None
-        assert not pid_alive(int((workspace / "slow.pid").read_text()))
+        messages = (await sidecar.messages(sid))["messages"]
+        tool = [m for m in messages if m["type"] == "tool_result"][-1]
+        assert "Killed after the 1 s timeout" in tool["text"] and tool["exitCode"] is None
+        assert not pid_alive(slow)
     finally:
         await sidecar.close()
 
@@ -41,9 +47,14 @@ async def test_background_leftovers_are_stopped_when_the_command_ends(
     sidecar: Sidecar, workspace: Path
 ):
     sid = (await sidecar.new_session(workspace))["sessionId"]
-    result = await sidecar.prompt(sid, "$ sleep 1000 & echo $! > bg.pid; echo started")
+    mark, marked = marker()
+    turn = sidecar.prompt_task(
+        sid, f"$ {marked}sleep 1000 & echo $! > bg.pid; sleep 0.5; echo started"
+    )
+    assert await eventually(lambda: (workspace / "bg.pid").exists())
+    leftover = host_pid(mark, int((workspace / "bg.pid").read_text()))
+    result = await asyncio.wait_for(turn, 20)
     assert "exited with status 0" in result["_meta"]["response"]
-    leftover = int((workspace / "bg.pid").read_text())
     assert await eventually(lambda: not pid_alive(leftover))
 
 
@@ -51,10 +62,13 @@ async def test_a_child_that_ignores_sigterm_is_killed_on_cancel(data_dir: Path, 
     sidecar = await start(data_dir, "--kill-grace", "0.5")
     try:
         sid = (await sidecar.new_session(workspace))["sessionId"]
-        turn = sidecar.prompt_task(sid, "$ trap '' TERM; echo $$ > stubborn.pid; sleep 1000")
+        mark, marked = marker()
+        turn = sidecar.prompt_task(
+            sid, f"$ {marked}trap '' TERM; echo $$ > stubborn.pid; sleep 1000"
+        )
         assert await eventually(lambda: (workspace / "stubborn.pid").exists())
         await asyncio.sleep(0.1)
-        stubborn = int((workspace / "stubborn.pid").read_text())
+        stubborn = host_pid(mark, int((workspace / "stubborn.pid").read_text()))
         await sidecar.call("session/cancel", {"sessionId": sid})
         assert (await asyncio.wait_for(turn, 10))["stopReason"] == "cancelled"
         assert await eventually(lambda: not pid_alive(stubborn))
@@ -75,8 +89,9 @@ async def test_events_stream_more_than_the_model_keeps_but_are_capped_too(
         )
         body, notice, _ = streamed.partition("\n[output stream truncated at 1000 bytes]")
         assert notice and body == "y" * 1000
-        tool = [m for m in (await sidecar.messages(sid))["messages"] if m["role"] == "tool"][-1]
-        assert "y" * 100 + "\n[output truncated at 100 bytes]" in tool["content"]
-        assert "y" * 101 not in tool["content"] and tool["truncated"] is True
+        messages = (await sidecar.messages(sid))["messages"]
+        tool = [m for m in messages if m["type"] == "tool_result"][-1]
+        assert "y" * 100 + "\n[output truncated at 100 bytes]" in tool["text"]
+        assert "y" * 101 not in tool["text"] and tool["truncated"] is True
     finally:
         await sidecar.close()

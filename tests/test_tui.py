@@ -122,8 +122,14 @@ def test_prompt_streams_the_answer_and_tool_calls(tui: Tui, workspace: Path):
     sid = tui.new_session()
     tui.run("hello", r"Echo: hello\n")
     tui.send("$ echo from-tool")
-    tui.expect(r"\$ echo from-tool\nfrom-tool\n\[exit 0\]")
-    tui.run("$ exit 3", r"\[exit 3\]")
+    tui.expect(r"\$ echo from-tool\napprove\? echo from-tool \(in .*, sandbox: workspace\)")
+    tui.send("y")
+    tui.expect(r"from-tool\n\[exit 0\]")
+    tui.send("$ exit 3")
+    tui.expect(r"approve\? exit 3")
+    tui.send("n")
+    tui.expect(r"\[refused\]")
+    tui.expect(r"not run: the user refused")
     assert tui.row(sid)[:3] == [sid, "idle", "1"]
     assert tui.row(sid)[-1] == str(workspace)
 
@@ -171,9 +177,10 @@ def test_cancel_a_running_turn(tui: Tui):
 def test_a_provider_failure_is_shown_and_the_client_carries_on(tui: Tui):
     tui.new_session()
     tui.run("/fail boom", r"error: offline provider: boom")
-    tui.run("hello", r"error: .*")
+    tui.run("hello", r"Echo: hello")  # the next prompt recovers the session first
+    tui.run("/fail again", r"error: offline provider: again")
     tui.run("/close", r"closed")
-    tui.run("/resume", r"resumed .*gen 2")
+    tui.run("/resume", r"resumed .*gen 3")
     tui.run("hello", r"Echo: hello")
 
 

@@ -28,7 +28,7 @@
     for (const [key, value] of Object.entries(props)) {
       if (key === "class") node.className = value;
       else if (key === "text") node.textContent = value;
-      else if (key.startsWith("data-") || key === "title") node.setAttribute(key, value);
+      else if (key.includes("-") || key === "title" || key === "role" || key === "tabindex") node.setAttribute(key, value);
       else node[key] = value;
     }
     for (const child of children) if (child) node.append(child);
@@ -104,7 +104,8 @@
 
   function sessionItem(s) {
     const status = el("span", { "data-testid": "session-status" });
-    badge(status, s.status);
+    badge(status, s.awaitingPermission ? "waiting" : s.status);
+    if (s.awaitingPermission) status.textContent = "waiting for approval";
     const item = el(
       "li",
       { class: "session-item", "data-testid": "session-item", "data-session-id": s.sessionId },
@@ -151,12 +152,18 @@
     byId("detail-interrupted").hidden = !s.interrupted;
     byId("detail-generation").textContent = String(s.generation);
     byId("session-endpoint").textContent = s.http ? s.http.url : "— (not live)";
-    byId("detail-backend").textContent =
-      s.effectiveBackend && s.effectiveBackend !== s.backend ? `${s.backend} (runs as ${s.effectiveBackend})` : s.backend;
+    byId("detail-backend").textContent = s.backend;
     byId("detail-cwd").textContent = s.cwd;
     byId("detail-id").textContent = s.sessionId;
     byId("mode-select").value = s.mode;
     byId("mode-select").disabled = !s.live || s.status !== "idle";
+    const settable = s.live && s.status === "idle";
+    byId("approval-select").value = s.approval || "ask";
+    byId("approval-select").disabled = !settable;
+    byId("sandbox-select").value = s.sandbox || "workspace";
+    byId("sandbox-select").disabled = !settable;
+    byId("effective-sandbox").textContent =
+      s.sandboxProblem ? `⚠ unavailable: ${s.sandboxProblem}` : s.effectiveSandbox !== s.sandbox ? `(runs ${s.effectiveSandbox} in ${s.mode} mode)` : "";
     const lastError = byId("detail-error");
     lastError.hidden = !s.lastError;
     lastError.textContent = s.lastError ? `Last error: ${s.lastError}` : "";
@@ -168,31 +175,26 @@
 
   // ---- transcript --------------------------------------------------------------------
 
-  function messageNodes(messages) {
+  // Entries are `TranscriptEntry` values (protocol/models.py): {index, type, ...}.
+  function messageNodes(entries) {
     const nodes = [];
     const tools = new Map();
-    for (const m of messages) {
-      if (m.role === "user") nodes.push(el("div", { class: "msg user", text: m.content }));
-      else if (m.role === "assistant") {
-        if (m.content) nodes.push(el("div", { class: "msg agent", text: m.content }));
-        for (const call of m.tool_calls || []) {
-          let command = call.function && call.function.name;
-          try {
-            command = JSON.parse(call.function.arguments).command || command;
-          } catch (err) {
-            /* not JSON: show the tool name */
-          }
-          const block = toolBlock(call.id, command);
-          tools.set(call.id, block);
+    for (const m of entries) {
+      if (m.type === "user") nodes.push(el("div", { class: "msg user", text: m.text }));
+      else if (m.type === "assistant") {
+        if (m.text) nodes.push(el("div", { class: "msg agent", text: m.text }));
+        for (const call of m.toolCalls || []) {
+          const block = toolBlock(call.toolCallId, call.title);
+          tools.set(call.toolCallId, block);
           nodes.push(block);
         }
-      } else if (m.role === "tool") {
-        let block = tools.get(m.tool_call_id);
-        if (!block) nodes.push((block = toolBlock(m.tool_call_id, m.name || "tool")));
-        finishTool(block, m.content, m.exitCode, m.exitCode === null || m.exitCode === undefined);
-      } else if (m.content) {
-        const text = m.kind === "interrupted" ? `⚠ ${m.content}` : m.content;
-        nodes.push(el("div", { class: "note", "data-testid": `note-${m.kind || "system"}`, text }));
+      } else if (m.type === "tool_result") {
+        let block = tools.get(m.toolCallId);
+        if (!block) nodes.push((block = toolBlock(m.toolCallId, m.tool || "tool")));
+        finishTool(block, m.text, m.exitCode, m.exitCode === null || m.exitCode === undefined);
+      } else if (m.type === "marker" && m.text) {
+        const text = m.kind === "interrupted" ? `⚠ ${m.text}` : m.text;
+        nodes.push(el("div", { class: "note", "data-testid": `note-${m.kind}`, text }));
       }
     }
     return nodes;
@@ -304,15 +306,125 @@
       const block = live.querySelector(`.tool[data-tool-call-id="${CSS.escape(u.toolCallId)}"]`);
       if (!block) return;
       if (u._meta && typeof u._meta.output === "string") $(".tool-out", block).textContent += u._meta.output;
+      const finished = u.status === "completed" || u.status === "failed";
       if (u.content && u.content.length) {
-        const raw = u.rawOutput || {};
         const output = u.content.map((c) => (c.content && c.content.text) || "").join("");
-        finishTool(block, output, raw.exitCode, Boolean(raw.cancelled));
+        if (finished) {
+          const raw = u.rawOutput || {};
+          finishTool(block, output, raw.exitCode, Boolean(raw.cancelled));
+        } else {
+          $(".tool-out", block).textContent = output; // the live output so far, whole
+        }
       }
     } else if (u.sessionUpdate === "current_mode_update") {
       const s = state.sessions.get(params.sessionId);
       if (s) updateSession({ ...s, mode: u.currentModeId });
     }
+  }
+
+  // ---- consent -----------------------------------------------------------------------
+
+  // Cards for permission requests, by "sessionId toolCallId". The host keeps the requests,
+  // so a rebuilt page fetches them and an answer from it still counts.
+  state.permissions = new Map();
+
+  function permissionKey(p) {
+    return `${p.sessionId} ${p.toolCall.toolCallId}`;
+  }
+
+  function approvalCard(p) {
+    const call = p.toolCall;
+    const session = state.sessions.get(p.sessionId) || {};
+    const detail = ((call.content || [])[0] || {});
+    const diff = detail.type === "diff" ? diffView(detail.path, detail.oldText, detail.newText) : null;
+    const buttons = [
+      ["allow_once", "Allow once", "primary"],
+      ["allow_always", "Always allow", ""],
+      ["reject_once", "Reject", "danger"],
+      ["reject_always", "Always reject", "danger"],
+    ].map(([id, label, cls]) =>
+      el("button", { type: "button", class: `small ${cls}`, "data-testid": `approve-${id}`, text: label, onclick: () => answerPermission(p, id) }),
+    );
+    const card = el(
+      "div",
+      { class: "approval", role: "alertdialog", "aria-label": `Approve: ${call.title}`, "data-testid": "approval-card", "data-tool-call-id": call.toolCallId, tabindex: "-1" },
+      el("div", { class: "approval-head", text: "Waiting for your approval" }),
+      el("code", { class: "approval-cmd", "data-testid": "approval-command", text: call.title }),
+      el("div", { class: "approval-where", "data-testid": "approval-where", text: `in ${session.cwd || "?"} · sandbox: ${session.effectiveSandbox || "?"}` }),
+      diff,
+      el("div", { class: "approval-actions" }, ...buttons),
+      el("div", { class: "hint", text: "Enter: allow once · Esc: reject" }),
+    );
+    card.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); answerPermission(p, "allow_once"); }
+      else if (e.key === "Escape") { e.preventDefault(); answerPermission(p, "reject_once"); }
+    });
+    return card;
+  }
+
+  function diffView(path, oldText, newText) {
+    const lines = [];
+    for (const line of (oldText || "").split("\n")) if (oldText) lines.push(el("div", { class: "del", text: `- ${line}` }));
+    for (const line of (newText || "").split("\n")) lines.push(el("div", { class: "add", text: `+ ${line}` }));
+    return el("details", { class: "diff", open: true, "data-testid": "diff" }, el("summary", { text: path }), el("pre", {}, ...lines));
+  }
+
+  function showPermission(p) {
+    state.permissions.set(permissionKey(p), p);
+    renderPermissions();
+  }
+
+  function renderPermissions() {
+    for (const card of document.querySelectorAll("[data-testid=approval-card]")) card.remove();
+    if (!state.selected) return;
+    let first = null;
+    for (const p of state.permissions.values()) {
+      if (p.sessionId !== state.selected) continue;
+      const card = approvalCard(p);
+      liveAppend(card);
+      first = first || card;
+    }
+    if (first) first.focus();
+  }
+
+  async function answerPermission(p, optionId) {
+    await call("answer_permission", p.sessionId, p.toolCall.toolCallId, optionId);
+    state.permissions.delete(permissionKey(p));
+    renderPermissions();
+  }
+
+  async function loadRules(sessionId) {
+    const got = await quietCall("permissions", sessionId);
+    if (!got || state.selected !== sessionId) return;
+    const list = byId("rules-list");
+    list.replaceChildren(
+      ...got.rules.map((rule, index) =>
+        el(
+          "li",
+          { "data-testid": "rule" },
+          el("span", { text: `${rule.decision} ${rule.tool} ${rule.match === "prefix" ? "starting with" : "exactly"} “${rule.value}”` }),
+          el("button", {
+            type: "button", class: "small ghost", "data-testid": "remove-rule", text: "Remove", "aria-label": `Remove rule ${index + 1}`,
+            onclick: async () => {
+              const rules = got.rules.filter((_, i) => i !== index);
+              if (await call("set_rules", sessionId, rules)) loadRules(sessionId);
+            },
+          }),
+        ),
+      ),
+    );
+    byId("rules-count").textContent = got.rules.length ? `(${got.rules.length})` : "";
+    byId("rules-empty").hidden = got.rules.length > 0;
+  }
+
+  async function setSetting(configId, select) {
+    clearError();
+    const s = state.sessions.get(state.selected);
+    if (!s) return;
+    const result = await call("set_config", s.sessionId, configId, select.value);
+    const fresh = await quietCall("status", s.sessionId);
+    if (fresh) updateSession(fresh);
+    else if (!result) renderDetails();
   }
 
   // ---- pushed events -----------------------------------------------------------------
@@ -321,13 +433,13 @@
     const s = state.sessions.get(p.sessionId);
     if (!s) return refreshList(); // created elsewhere (another page, another client)
     const wasRunning = s.status === "running";
-    updateSession({ sessionId: p.sessionId, status: p.status, generation: p.generation, lastError: p.lastError });
+    // A settled approval may have added a rule ("always"): the details show the rules.
+    if (s.awaitingPermission && !p.awaitingPermission && p.sessionId === state.selected) loadRules(p.sessionId);
+    updateSession(p); // _session/state carries the whole summary
     // A turn ended (or streamed text arrived while this page was loading): converge on the store.
     const streamed = $(".live").childElementCount > 0;
     if (state.selected === p.sessionId && p.status !== "running" && (wasRunning || streamed)) refetchTail();
     if (p.status === "error" && p.lastError) showError({ title: "Session error", message: `${s.title}: ${p.lastError}` });
-    const fresh = await quietCall("status", p.sessionId); // endpoint, liveness, interrupted flag
-    if (fresh && state.sessions.has(p.sessionId)) updateSession(fresh);
   }
 
   function onHost(event, data) {
@@ -344,6 +456,11 @@
       showSidecarBanner("error", `The sidecar could not be restarted: ${data.reason}`);
     } else if (event === "sidecar_started") {
       Object.assign(info, { state: "running", pid: data.pid });
+    } else if (event === "permission_requested") {
+      return showPermission(data);
+    } else if (event === "permission_settled") {
+      state.permissions.delete(`${data.sessionId} ${data.toolCallId}`);
+      return renderPermissions();
     }
     renderSidecar(info);
   }
@@ -387,6 +504,8 @@
     renderSidebar();
     renderDetails();
     await loadTranscript(sessionId);
+    renderPermissions();
+    loadRules(sessionId);
   }
 
   async function createSession(event) {
@@ -467,6 +586,8 @@
     byId("cancel-delete").addEventListener("click", () => (byId("confirm-delete-box").hidden = true));
     byId("confirm-delete").addEventListener("click", confirmDelete);
     byId("mode-select").addEventListener("change", setMode);
+    byId("approval-select").addEventListener("change", (e) => setSetting("approval", e.target));
+    byId("sandbox-select").addEventListener("change", (e) => setSetting("sandbox", e.target));
     byId("load-older").addEventListener("click", loadOlder);
     byId("rebuild-ui").addEventListener("click", () => call("rebuild_ui"));
     document.addEventListener("keydown", (e) => {
@@ -492,6 +613,9 @@
     fillOptions(byId("mode-select"), modes);
     fillOptions(byId("new-backend"), state.info.backends.map((b) => ({ id: b, name: b })));
     await refreshAll();
+    for (const p of (await quietCall("pending_permissions")) || []) state.permissions.set(permissionKey(p), p);
+    renderPermissions();
+    if (state.selected) loadRules(state.selected);
     state.booting = false;
     for (const event of state.queued.splice(0)) handle(event);
     document.body.dataset.ready = "true";

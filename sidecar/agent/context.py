@@ -1,7 +1,8 @@
 """The provider context of one runtime: what the model is sent, kept in memory.
 
 It is the session's latest compaction summary (if any) followed by the transcript
-from `context_from` on, in Chat Completions form. It is loaded once per runtime
+from `context_from` on, converted from transcript entries to the Chat Completions
+form every provider adapter starts from. It is loaded once per runtime
 generation, on the first model call (never at resume, so resuming a long session
 stays cheap), and then follows every append. Compaction replaces older turns by
 a summary here only: the stored transcript stays whole and pageable.
@@ -9,13 +10,22 @@ a summary here only: the stored transcript stays whole and pageable.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from sidecar.records import SessionRecord
-from sidecar.store.base import SessionStore
+from sidecar.domain.records import SessionRecord
+from sidecar.domain.transcript import (
+    AssistantEntry,
+    Entry,
+    MarkerEntry,
+    ToolResultEntry,
+    UserEntry,
+)
 
-PROVIDER_KEYS: Final = ("role", "content", "tool_calls", "tool_call_id", "name")
 PAGE: Final = 1000
+ChatMessage = dict[str, Any]
+# Reads a page of transcript entries: (offset, limit) -> entries.
+PageReader = Callable[[int, int], Awaitable[list[Entry]]]
 
 COMPACTION_PROMPT: Final = (
     "You compact a coding agent's conversation. Summarize the conversation below so the "
@@ -24,14 +34,38 @@ COMPACTION_PROMPT: Final = (
 )
 
 
-def to_provider_message(message: dict[str, Any]) -> dict[str, Any] | None:
-    """Transcript row -> Chat Completions message; markers (`kind`) are for people."""
-    if message.get("kind"):
-        return None
-    return {key: message[key] for key in PROVIDER_KEYS if key in message}
+def to_provider_message(entry: Entry) -> ChatMessage | None:
+    """Transcript entry -> Chat Completions message; markers are for people."""
+    if isinstance(entry, UserEntry):
+        return {"role": "user", "content": entry.text}
+    if isinstance(entry, AssistantEntry):
+        message: ChatMessage = {"role": "assistant", "content": entry.text}
+        if entry.thought:
+            # Providers that need the reasoning back take these keys; the others drop them.
+            message["reasoning_content"] = entry.thought
+            if entry.thought_signature:
+                message["reasoning_signature"] = entry.thought_signature
+        if entry.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in entry.tool_calls
+            ]
+        return message
+    if isinstance(entry, ToolResultEntry):
+        result: ChatMessage = {"role": "tool", "tool_call_id": entry.call_id}
+        if entry.tool:
+            result["name"] = entry.tool
+        result["content"] = entry.content
+        return result
+    assert isinstance(entry, MarkerEntry)
+    return None
 
 
-def _size(message: dict[str, Any]) -> int:
+def _size(message: ChatMessage) -> int:
     size = len(str(message.get("content") or ""))
     for call in message.get("tool_calls") or []:
         size += len(str(call.get("function", {}).get("arguments", "")))
@@ -41,25 +75,26 @@ def _size(message: dict[str, Any]) -> int:
 class ProviderContext:
     def __init__(self, summary: str | None = None) -> None:
         self.summary = summary
-        self._entries: list[tuple[int, dict[str, Any]]] = []  # (transcript index, message)
+        self._entries: list[tuple[int, ChatMessage]] = []  # (transcript index, message)
         # What the provider is sent, kept well formed incrementally so a model call does
         # not re-check the whole context: only the part from the last message that made
         # tool calls (`_open`) may still need fixing, until the next user message.
-        self._sent: list[dict[str, Any]] = []
+        self._sent: list[ChatMessage] = []
         self._open: int | None = None
         self.chars = len(summary or "")
 
     @classmethod
-    def load(cls, store: SessionStore, record: SessionRecord) -> ProviderContext:
+    async def load(cls, read: PageReader, record: SessionRecord) -> ProviderContext:
         summary = None
         if record.summary_index is not None:
-            marker = store.messages(record.session_id, record.summary_index, 1)
-            summary = str(marker[0].get("content") or "") if marker else None
+            marker = await read(record.summary_index, 1)
+            if marker and isinstance(marker[0], MarkerEntry):
+                summary = marker[0].text
         context = cls(summary)
         offset = record.context_from
-        while page := store.messages(record.session_id, offset, PAGE):
-            for index, message in enumerate(page, start=offset):
-                context.append(index, message)
+        while page := await read(offset, PAGE):
+            for index, entry in enumerate(page, start=offset):
+                context.append(index, entry)
             offset += len(page)
         context._settle()
         return context
@@ -70,8 +105,8 @@ class ProviderContext:
         self._sent = _well_formed([message for _, message in self._entries])
         self._open = None
 
-    def append(self, index: int, message: dict[str, Any]) -> None:
-        converted = to_provider_message(message)
+    def append(self, index: int, entry: Entry) -> None:
+        converted = to_provider_message(entry)
         if converted is None:
             return
         self._entries.append((index, converted))
@@ -84,7 +119,7 @@ class ProviderContext:
             self._open = len(self._sent)
         self._sent.append(converted)
 
-    def messages(self, system_prompt: str) -> list[dict[str, Any]]:
+    def messages(self, system_prompt: str) -> list[ChatMessage]:
         head = [{"role": "system", "content": system_prompt}]
         if self.summary:
             head.append(
@@ -126,7 +161,7 @@ class ProviderContext:
         self._settle()
 
 
-def _well_formed(context: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _well_formed(context: list[ChatMessage]) -> list[ChatMessage]:
     """Keep only tool calls that got a result, and results that follow their call, so
     providers accept the context (a crash mid-command, or compaction, can break pairs)."""
     asked: set[Any] = set()
@@ -140,7 +175,7 @@ def _well_formed(context: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if call_id in asked and call_id not in answered:
                 answered.add(call_id)
                 kept_results.add(position)
-    fixed: list[dict[str, Any]] = []
+    fixed: list[ChatMessage] = []
     for position, message in enumerate(context):
         if message.get("role") == "tool":
             if position in kept_results:

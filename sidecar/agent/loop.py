@@ -1,64 +1,45 @@
 """One turn of the agent: ask the provider, run the tools it calls, repeat.
 
-The loop is transport-free and store-free: it talks to its runtime through
-`TurnHost` (fenced transcript writes, event publishing, the provider context).
-Cancellation is plain asyncio cancellation: it abandons an in-flight provider
-request and stops a running command's process group (see backends/pipe.py).
+The loop talks to its runtime only through `TurnHost` (fenced transcript writes,
+events, commands). Cancellation is plain asyncio cancellation: it abandons an
+in-flight provider request and stops a running command's processes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, Protocol
+import logging
+from typing import Final
 
-from sidecar import events
-from sidecar.agent.backends.groups import CommandLimits, CommandResult
-from sidecar.agent.providers.base import Provider, ToolCall
-from sidecar.agent.tools import parse_bash_arguments, tools_for_mode
-from sidecar.agent.turn import TurnOutcome
-from sidecar.records import iso, now
+from protocol.values import Sandbox, StopReason
+from sidecar.agent.backends.groups import CommandResult
+from sidecar.agent.host import TurnHost
+from sidecar.agent.outcome import TurnOutcome
+from sidecar.agent.providers.base import ToolCall
+from sidecar.agent.sandbox import SandboxUnavailable
+from sidecar.agent.tools import bash, tools_for_mode
+from sidecar.domain.events import (
+    AgentTextChunk,
+    AgentThoughtChunk,
+    ToolCallFinished,
+    ToolCallRunning,
+    ToolCallStarted,
+    ToolKind,
+    ToolOutputChunk,
+)
+from sidecar.domain.permissions import PermissionRequest
+from sidecar.domain.transcript import AssistantEntry, ToolCallRequest, ToolResultEntry
 
-MAX_MODEL_CALLS = 25
+log = logging.getLogger(__name__)
 
-
-class TurnHost(Protocol):
-    cwd: str
-    mode: str
-    limits: CommandLimits
-
-    @property
-    def provider(self) -> Provider: ...
-
-    def record_message(self, message: dict[str, Any]) -> None:
-        """Append to the transcript (fenced) and to the provider context."""
-
-    def provider_context(self) -> list[dict[str, Any]]:
-        """System prompt plus the transcript, in Chat Completions form."""
-
-    def publish(self, type_: str, data: dict[str, Any]) -> None: ...
-
-    async def before_model_call(self) -> None:
-        """A hook before each model call (automatic compaction)."""
-
-    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
-        """Run one command on the session's backend (pipe or pty)."""
-
-
-def format_tool_result(result: CommandResult, limits: CommandLimits) -> str:
-    if result.timed_out:
-        head = f"Killed after the {limits.timeout:g} s timeout."
-    else:
-        head = f"Exited with status {result.exit_code}."
-    body = result.output
-    if result.truncated:
-        body += f"\n[output truncated at {limits.output_cap} bytes]"
-    return f"{head}\n{body}" if body else head
-
-
-def user_message(text: str) -> dict[str, Any]:
-    """A turn's first transcript row; the runtime stores it with the `running` state."""
-    return {"role": "user", "content": text, "createdAt": iso(now())}
+MAX_MODEL_CALLS: Final = 25
+NOT_RUN_CANCELLED: Final = "Not run: the turn was cancelled while waiting for approval."
+# Chat Completions finish reasons that end the turn before any tool runs.
+_STOPPING: Final[dict[str, StopReason]] = {
+    "length": StopReason.MAX_TOKENS,
+    "content_filter": StopReason.REFUSAL,
+    "refusal": StopReason.REFUSAL,
+}
 
 
 async def run_turn(host: TurnHost) -> TurnOutcome:
@@ -67,60 +48,90 @@ async def run_turn(host: TurnHost) -> TurnOutcome:
     final_text = ""
     for _ in range(MAX_MODEL_CALLS):
         await host.before_model_call()
-        reply = await host.provider.complete(
+        provider = host.provider
+        reply = await provider.complete(
             host.provider_context(),
             tools,
-            lambda delta: host.publish(events.AGENT_MESSAGE_CHUNK, {"text": delta}),
+            lambda delta: host.publish(AgentTextChunk(delta)),
+            lambda delta: host.publish(AgentThoughtChunk(delta)),
         )
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in reply.tool_calls
-            ]
-        message["createdAt"] = iso(now())
-        host.record_message(message)
+        host.add_usage(reply.usage, provider.context_window)
+        stopped = _STOPPING.get(reply.finish_reason)
+        # A reply cut short (max tokens, refusal) may carry half-written tool calls: none run.
+        calls = [] if stopped is not None else reply.tool_calls
+        requests = tuple(ToolCallRequest(c.id, c.name, c.arguments) for c in calls)
+        await host.record(
+            AssistantEntry(
+                reply.text,
+                requests,
+                thought=reply.thought,
+                thought_signature=reply.thought_signature,
+            )
+        )
         if reply.text:
             final_text = reply.text
-        if not reply.tool_calls:
-            return TurnOutcome(final_text, "end_turn")
-        for call in reply.tool_calls:
+        if stopped is not None:
+            return TurnOutcome(final_text, stopped)
+        if not calls:
+            return TurnOutcome(final_text, StopReason.END_TURN)
+        for call in calls:
             await _run_tool_call(host, call)
-    return TurnOutcome(final_text, "max_turn_requests")
+    return TurnOutcome(final_text, StopReason.MAX_TURN_REQUESTS)
 
 
 async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
-    base = {"toolCallId": call.id}
-    if call.name != "bash":
-        _finish_tool(host, call, f"Unknown tool {call.name!r}; the only tool is bash.", None)
+    if call.name != bash.NAME:
+        await _finish(host, call, f"Unknown tool {call.name!r}; the only tool is bash.", None)
         return
     try:
-        command = parse_bash_arguments(call.arguments)
+        command = bash.parse_arguments(call.arguments)
     except ValueError as exc:
-        _finish_tool(host, call, f"Invalid bash call: {exc}.", None)
+        await _finish(host, call, f"Invalid bash call: {exc}.", None)
         return
-    host.publish(
-        events.TOOL_CALL,
-        {**base, "title": command, "kind": "execute", "status": "pending", "command": command},
-    )
-    host.publish(events.TOOL_CALL_UPDATE, {**base, "status": "in_progress"})
+    raw_input = {"command": command}
+    host.publish(ToolCallStarted(call.id, call.name, command, ToolKind.EXECUTE, raw_input))
+    sandbox = host.sandbox
+    if sandbox is not Sandbox.READ_ONLY:
+        # A command the OS lets write (or reach the network) may change things: the
+        # session's rules, its approval setting, and if need be the user, decide first.
+        request = PermissionRequest(
+            call.id, call.name, command, ToolKind.EXECUTE, command, raw_input, host.cwd, sandbox
+        )
+        try:
+            verdict = await host.authorize(request)
+        except asyncio.CancelledError:  # a cancel or a close while the user was asked
+            await asyncio.shield(_finish(host, call, NOT_RUN_CANCELLED, None, cancelled=True))
+            raise
+        if verdict.cancelled:
+            await _finish(host, call, f"Not run: {verdict.reason}.", None, cancelled=True)
+            raise asyncio.CancelledError()  # the turn ends, cancelled
+        if not verdict.allowed:
+            await _finish(host, call, f"Not run: {verdict.reason}.", None)
+            return
+    host.publish(ToolCallRunning(call.id))
     try:
         result = await host.execute(
-            command,
-            lambda chunk: host.publish(events.TOOL_CALL_UPDATE, {**base, "output": chunk}),
+            command, lambda chunk: host.publish(ToolOutputChunk(call.id, chunk))
         )
     except asyncio.CancelledError:
-        # Keep the transcript well-formed for the next turn: every call gets a result.
-        _finish_tool(host, call, "Cancelled: the command was stopped.", None, cancelled=True)
+        # Keep the transcript well formed for the next turn: every call gets a result.
+        await asyncio.shield(
+            _finish(host, call, "Cancelled: the command was stopped.", None, cancelled=True)
+        )
         raise
-    _finish_tool(host, call, format_tool_result(result, host.limits), result)
+    except OSError as exc:
+        # Could not even start (cwd gone, no descriptors or processes left): say why; the
+        # turn goes on, and the call still gets its result.
+        log.warning("command could not start: %s", exc)
+        await _finish(host, call, f"The command could not start: {exc.strerror or exc}.", None)
+        return
+    except SandboxUnavailable as exc:
+        await _finish(host, call, str(exc), None)
+        return
+    await _finish(host, call, bash.format_result(result, host.limits), result)
 
 
-def _finish_tool(
+async def _finish(
     host: TurnHost,
     call: ToolCall,
     content: str,
@@ -128,25 +139,8 @@ def _finish_tool(
     *,
     cancelled: bool = False,
 ) -> None:
-    ok = result is not None and result.exit_code == 0
-    host.record_message(
-        {
-            "role": "tool",
-            "tool_call_id": call.id,
-            "name": call.name,
-            "content": content,
-            "exitCode": None if result is None else result.exit_code,
-            "truncated": bool(result and result.truncated),
-            "createdAt": iso(now()),
-        }
+    exit_code = None if result is None else result.exit_code
+    await host.record(
+        ToolResultEntry(call.id, call.name, content, exit_code, bool(result and result.truncated))
     )
-    host.publish(
-        events.TOOL_CALL_UPDATE,
-        {
-            "toolCallId": call.id,
-            "status": "completed" if ok else "failed",
-            "exitCode": None if result is None else result.exit_code,
-            "cancelled": cancelled,
-            "content": content,
-        },
-    )
+    host.publish(ToolCallFinished(call.id, exit_code == 0, content, exit_code, cancelled))

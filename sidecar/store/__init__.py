@@ -1,4 +1,4 @@
-"""Session stores: one interface, a memory and an SQLite implementation."""
+"""Session stores: one async interface; memory and SQLite implementations."""
 
 from sidecar.store.base import INTERRUPTED_MARKER, SessionStore
 from sidecar.store.memory import MemorySessionStore

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Final
 
-from sidecar.errors import StoreError
-from sidecar.records import now
+from sidecar.domain.errors import StoreError
+from sidecar.domain.records import now
 
 Step = str | Callable[[sqlite3.Connection], None]
 Migration = tuple[int, Step]
@@ -71,7 +71,30 @@ ALTER TABLE sessions ADD COLUMN lease_expires REAL;
 CREATE INDEX sessions_lease_owner ON sessions (lease_owner);
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2))
+# v3: usage totals, consent settings and rules, MCP server definitions, and turn numbers
+# (counted per session, and written into the user rows already stored).
+_V3: Final = """
+ALTER TABLE sessions ADD COLUMN usage_input INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN usage_output INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN approval TEXT NOT NULL DEFAULT 'ask';
+ALTER TABLE sessions ADD COLUMN sandbox TEXT;
+ALTER TABLE sessions ADD COLUMN rules TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE sessions ADD COLUMN mcp_servers TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE sessions ADD COLUMN turns INTEGER NOT NULL DEFAULT 0;
+UPDATE messages SET body = json_set(body, '$.turn', numbered.n)
+  FROM (SELECT session_seq, idx,
+               row_number() OVER (PARTITION BY session_seq ORDER BY idx) AS n
+          FROM messages
+         WHERE json_valid(body) AND json_extract(body, '$.role') = 'user'
+           AND json_extract(body, '$.kind') IS NULL) AS numbered
+ WHERE messages.session_seq = numbered.session_seq AND messages.idx = numbered.idx;
+UPDATE sessions SET turns = (
+  SELECT count(*) FROM messages
+   WHERE messages.session_seq = sessions.seq AND json_valid(body)
+     AND json_extract(body, '$.role') = 'user' AND json_extract(body, '$.kind') IS NULL);
+"""
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3))
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -14,26 +14,26 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from sidecar.errors import SessionNotFound, StaleGeneration, StoreError
-from sidecar.records import (
-    LIVE_STATES,
-    UPDATABLE_FIELDS,
-    SessionRecord,
-    SessionState,
-    now,
-)
+from typing_extensions import Unpack
+
+from protocol.values import Approval, Backend, Mode, Sandbox, Status
+from sidecar.domain import changes as change
+from sidecar.domain.errors import SessionNotFound, StoreError
+from sidecar.domain.records import LIVE_STATES, SessionRecord, now
 from sidecar.store import migrations
-from sidecar.store.base import INTERRUPTED_MARKER
+from sidecar.store.base import INTERRUPTED_MARKER, OrphanTest, RecordChanges, Row
+from sidecar.store.private_files import secure_database
 
 # Record fields in column order; the column for `session_id` is `id`.
 _FIELDS: Final = (
     "session_id", "cwd", "title", "mode", "backend", "status", "generation",
     "created_at", "updated_at", "model", "last_error", "interrupted", "message_count",
     "forked_from", "context_from", "summary_index", "lease_owner", "lease_expires",
+    "usage_input", "usage_output", "approval", "sandbox", "rules", "mcp_servers", "turns",
 )  # fmt: skip
 _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
@@ -44,13 +44,17 @@ _MAX_INDEX: Final = 2**62
 def _record(row: tuple[Any, ...]) -> tuple[int, SessionRecord]:
     """A `sessions` row (selected as _COLUMNS) as (seq, record)."""
     fields = dict(zip(_FIELDS, row[1:], strict=True))
-    fields["status"] = SessionState(fields["status"])
+    fields["status"] = Status(fields["status"])
+    fields["mode"] = Mode(fields["mode"])
+    fields["backend"] = Backend(fields["backend"])
+    fields["approval"] = Approval(fields["approval"])
+    fields["sandbox"] = None if fields["sandbox"] is None else Sandbox(fields["sandbox"])
     fields["interrupted"] = bool(fields["interrupted"])
     return row[0], SessionRecord(**fields)
 
 
 def _column_value(value: Any) -> Any:
-    if isinstance(value, SessionState):
+    if isinstance(value, Status | Mode | Backend | Approval | Sandbox):
         return value.value
     if isinstance(value, bool):
         return int(value)
@@ -66,16 +70,6 @@ def _read_only_hint(path: Path) -> str:
     return " (the file system holding it is mounted read-only)" if read_only else ""
 
 
-def _prepare_files(path: Path) -> None:
-    """Create the data dir (0o700) and the database file (0o600) if missing.
-    SQLite gives the -wal and -shm files the database file's mode."""
-    if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)  # mkdir's mode is narrowed by the umask; be exact
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-
-
 class SqliteSessionStore:
     """`SessionStore` over one SQLite file. `busy_timeout` is in seconds."""
 
@@ -84,7 +78,7 @@ class SqliteSessionStore:
         self._depth = 0
         self._closed = False
         try:
-            _prepare_files(self._path)
+            secure_database(self._path)
         except OSError as exc:
             raise StoreError(
                 f"cannot open session store {self._path}: {exc.strerror or exc}"
@@ -181,12 +175,6 @@ class SqliteSessionStore:
             raise SessionNotFound(session_id)
         return _record(row)
 
-    def _fenced(self, session_id: str, generation: int) -> tuple[int, SessionRecord]:
-        seq, record = self._row(session_id)
-        if record.generation != generation or record.status is SessionState.CLOSED:
-            raise StaleGeneration(session_id, generation, record.generation)
-        return seq, record
-
     def _save(self, seq: int, record: SessionRecord, *names: str) -> SessionRecord:
         """Write the named fields of `record`, and always updated_at."""
         columns = sorted({*names, "updated_at"})  # sorted: one SQL text per set of fields
@@ -198,41 +186,42 @@ class SqliteSessionStore:
 
     def _append(self, seq: int, record: SessionRecord, body: str) -> SessionRecord:
         """O(1) in transcript length: the next index is the record's message_count."""
-        index = record.message_count
         self._conn.execute(
-            "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)", (seq, index, body)
+            "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
+            (seq, record.message_count, body),
         )
-        updated = record.replace(message_count=index + 1, updated_at=now())
-        return self._save(seq, updated, "message_count")
+        return self._save(seq, change.appended(record, now()), "message_count")
 
-    def insert(self, record: SessionRecord) -> None:
-        if record.message_count != 0:
-            raise ValueError("a new session record must have message_count 0")
-        values = [_column_value(getattr(record, name)) for name in _FIELDS]
+    def _insert_row(self, record: SessionRecord) -> int:
+        exists = self._conn.execute(
+            "SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)
+        ).fetchone()
+        if exists:
+            raise StoreError(f"session {record.session_id} already exists")
+        cursor = self._conn.execute(
+            f"INSERT INTO sessions ({_INSERT_COLUMNS}) VALUES ({', '.join('?' * len(_FIELDS))})",
+            [_column_value(getattr(record, name)) for name in _FIELDS],
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    async def insert(self, record: SessionRecord) -> None:
+        stored = change.forked(record, 0)
         with self._write():
-            exists = self._conn.execute(
-                "SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)
-            ).fetchone()
-            if exists:
-                raise StoreError(f"session {record.session_id} already exists")
-            self._conn.execute(
-                f"INSERT INTO sessions ({_INSERT_COLUMNS})"
-                f" VALUES ({', '.join('?' * len(_FIELDS))})",
-                values,
-            )
+            self._insert_row(stored)
 
-    def get(self, session_id: str) -> SessionRecord:
+    async def get(self, session_id: str) -> SessionRecord:
         with self._boundary("read"):
             return self._row(session_id)[1]
 
-    def list_page(
+    async def list_page(
         self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
     ) -> tuple[list[SessionRecord], int | None]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
         filters = {"cwd = ?": cwd, "seq < ?": cursor}
         where = " AND ".join(f for f, v in filters.items() if v is not None) or "1"
-        args = [v for v in filters.values() if v is not None]
+        args: list[Any] = [v for v in filters.values() if v is not None]
         # One row beyond the page says whether a next page exists.
         sql = f"SELECT {_COLUMNS} FROM sessions WHERE {where} ORDER BY seq DESC LIMIT ?"
         args.append(min(limit, _MAX_INDEX) + 1)
@@ -242,28 +231,35 @@ class SqliteSessionStore:
         next_cursor = page[-1][0] if len(rows) > limit else None
         return [record for _, record in page], next_cursor
 
-    def update(
+    async def update(
         self,
         session_id: str,
         generation: int,
         *,
-        append: Mapping[str, Any] | None = None,
-        **changes: Any,
+        append: Row | None = None,
+        **changes: Unpack[RecordChanges],
     ) -> SessionRecord:
-        unknown = set(changes) - UPDATABLE_FIELDS
-        if unknown:
-            raise ValueError(f"not updatable: {sorted(unknown)}")
-        if "status" in changes:
-            changes["status"] = SessionState(changes["status"])
+        checked = change.validated_changes(changes)
         body = None if append is None else self._body(session_id, append)
         with self._write():
-            seq, record = self._fenced(session_id, generation)
+            seq, record = self._row(session_id)
+            change.check_fence(record, generation)
             if body is not None:
                 record = self._append(seq, record, body)
-            # UPDATABLE_FIELDS are column names, so `changes` names columns.
-            return self._save(seq, record.replace(**changes, updated_at=now()), *changes)
+            # UPDATABLE_FIELDS are column names, so `checked` names columns.
+            return self._save(seq, change.updated(record, checked, now()), *checked)
 
-    def begin_generation(
+    async def update_metadata(
+        self, session_id: str, *, title: str | None = None, rules: str | None = None
+    ) -> SessionRecord:
+        checked = change.validated_metadata(
+            {k: v for k, v in (("title", title), ("rules", rules)) if v is not None}
+        )
+        with self._write():
+            seq, record = self._row(session_id)
+            return self._save(seq, change.updated(record, checked, now()), *checked)
+
+    async def begin_generation(
         self,
         session_id: str,
         expected_generation: int,
@@ -273,42 +269,42 @@ class SqliteSessionStore:
     ) -> SessionRecord:
         with self._write():
             seq, record = self._row(session_id)
-            if record.generation != expected_generation:
-                raise StaleGeneration(session_id, expected_generation, record.generation)
-            updated = record.replace(
-                generation=record.generation + 1,
-                status=SessionState.CREATING,
-                last_error=None,
+            updated = change.new_generation(
+                record,
+                expected_generation,
                 lease_owner=lease_owner,
                 lease_expires=lease_expires,
-                updated_at=now(),
+                at=now(),
             )
             return self._save(
                 seq, updated, "generation", "status", "last_error", "lease_owner", "lease_expires"
             )
 
-    def renew_leases(self, owner: str, expires: float) -> set[str]:
+    async def renew_leases(self, owner: str, expires: float) -> set[str]:
         with self._write():
-            self._conn.execute(
-                "UPDATE sessions SET lease_expires = ? WHERE lease_owner = ?", (expires, owner)
-            )
-            rows = self._conn.execute("SELECT id FROM sessions WHERE lease_owner = ?", (owner,))
+            rows = self._conn.execute(
+                "UPDATE sessions SET lease_expires = ? WHERE lease_owner = ? RETURNING id",
+                (expires, owner),
+            ).fetchall()
             return {session_id for (session_id,) in rows}
 
     @staticmethod
-    def _body(session_id: str, message: Mapping[str, Any]) -> str:
+    def _body(session_id: str, row: Row) -> str:
         try:
-            return json.dumps(dict(message))
+            return json.dumps(dict(row))
         except (TypeError, ValueError) as exc:
-            raise StoreError(f"cannot store message for session {session_id}: {exc}") from exc
+            raise StoreError(f"cannot store a row for session {session_id}: {exc}") from exc
 
-    def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
-        body = self._body(session_id, message)
+    async def append_message(self, session_id: str, generation: int, row: Row) -> int:
+        body = self._body(session_id, row)
         with self._write():
-            seq, record = self._fenced(session_id, generation)
+            seq, record = self._row(session_id)
+            change.check_fence(record, generation)
             return self._append(seq, record, body).message_count - 1
 
-    def messages(self, session_id: str, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+    async def messages(
+        self, session_id: str, offset: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
         if offset < 0 or limit < 0:
             raise ValueError(f"offset and limit must be >= 0, got {offset}, {limit}")
         start = min(offset, _MAX_INDEX)
@@ -325,41 +321,34 @@ class SqliteSessionStore:
             raise SessionNotFound(session_id)
         return [json.loads(body) for (body,) in rows if body is not None]
 
-    def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
-        if record.message_count != 0:
-            raise ValueError("a new session record must have message_count 0")
+    async def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+        change.forked(record, 0)  # refuses a record that claims rows already
         with self._write():
             source_seq, source = self._row(source_id)
-            count = max(0, min(upto, source.message_count))
-            stored = record.replace(message_count=count)
-            exists = self._conn.execute(
-                "SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)
-            ).fetchone()
-            if exists:
-                raise StoreError(f"session {record.session_id} already exists")
-            cursor = self._conn.execute(
-                f"INSERT INTO sessions ({_INSERT_COLUMNS})"
-                f" VALUES ({', '.join('?' * len(_FIELDS))})",
-                [_column_value(getattr(stored, name)) for name in _FIELDS],
-            )
+            stored = change.forked(record, max(0, min(upto, source.message_count)))
+            seq = self._insert_row(stored)
             self._conn.execute(
                 "INSERT INTO messages (session_seq, idx, body)"
                 " SELECT ?, idx, body FROM messages WHERE session_seq = ? AND idx < ?",
-                (cursor.lastrowid, source_seq, count),
+                (seq, source_seq, stored.message_count),
             )
             return stored
 
-    def delete(self, session_id: str) -> None:
+    async def delete(self, session_id: str) -> None:
         with self._write():
             seq, _ = self._row(session_id)
             self._conn.execute("DELETE FROM messages WHERE session_seq = ?", (seq,))
             self._conn.execute("DELETE FROM sessions WHERE seq = ?", (seq,))
 
-    def reconcile_orphans(
-        self, is_orphan: Callable[[SessionRecord], bool] | None = None
-    ) -> list[SessionRecord]:
+    def _reconcile(self, seq: int, record: SessionRecord) -> SessionRecord:
+        closed, was_running = change.closed_orphan(record, now())
+        self._save(seq, closed, "status", "interrupted", "lease_owner", "lease_expires")
+        if was_running:
+            closed = self._append(seq, closed, json.dumps(INTERRUPTED_MARKER))
+        return closed
+
+    async def reconcile_orphans(self, is_orphan: OrphanTest | None = None) -> list[SessionRecord]:
         live = sorted(state.value for state in LIVE_STATES)
-        marker = json.dumps(INTERRUPTED_MARKER)
         changed: list[SessionRecord] = []
         with self._write():
             rows = self._conn.execute(
@@ -368,23 +357,22 @@ class SqliteSessionStore:
                 live,
             ).fetchall()
             for seq, record in map(_record, rows):
-                if is_orphan is not None and not is_orphan(record):
-                    continue
-                was_running = record.status is SessionState.RUNNING
-                updated = record.replace(
-                    status=SessionState.CLOSED,
-                    interrupted=record.interrupted or was_running,
-                    lease_owner=None,
-                    lease_expires=None,
-                    updated_at=now(),
-                )
-                self._save(seq, updated, "status", "interrupted", "lease_owner", "lease_expires")
-                if was_running:
-                    updated = self._append(seq, updated, marker)
-                changed.append(updated)
+                if is_orphan is None or is_orphan(record):
+                    changed.append(self._reconcile(seq, record))
         return changed
 
-    def close(self) -> None:
+    async def reconcile_one(self, session_id: str, is_orphan: OrphanTest) -> SessionRecord:
+        with self._write():
+            seq, record = self._row(session_id)
+            if record.status in LIVE_STATES and is_orphan(record):
+                return self._reconcile(seq, record)
+            return record
+
+    async def close(self) -> None:
+        self.close_now()
+
+    def close_now(self) -> None:
+        """Synchronous close (for callers outside the event loop)."""
         if self._closed:
             return
         self._closed = True

@@ -8,11 +8,13 @@ client as a store error, and nothing is written anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from sidecar.errors import StoreError
-from sidecar.records import SessionRecord
+from typing_extensions import Unpack
+
+from sidecar.domain.errors import StoreError
+from sidecar.domain.records import SessionRecord
+from sidecar.store.base import OrphanTest, RecordChanges, Row
 
 
 class UnavailableStore:
@@ -22,28 +24,33 @@ class UnavailableStore:
     def _fail(self) -> NoReturn:
         raise StoreError(f"the session store is unavailable: {self.reason}")
 
-    def insert(self, record: SessionRecord) -> None:
+    async def insert(self, record: SessionRecord) -> None:
         self._fail()
 
-    def get(self, session_id: str) -> SessionRecord:
+    async def get(self, session_id: str) -> SessionRecord:
         self._fail()
 
-    def list_page(
+    async def list_page(
         self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
     ) -> tuple[list[SessionRecord], int | None]:
         self._fail()
 
-    def update(
+    async def update(
         self,
         session_id: str,
         generation: int,
         *,
-        append: Mapping[str, Any] | None = None,
-        **changes: Any,
+        append: Row | None = None,
+        **changes: Unpack[RecordChanges],
     ) -> SessionRecord:
         self._fail()
 
-    def begin_generation(
+    async def update_metadata(
+        self, session_id: str, *, title: str | None = None, rules: str | None = None
+    ) -> SessionRecord:
+        self._fail()
+
+    async def begin_generation(
         self,
         session_id: str,
         expected_generation: int,
@@ -53,25 +60,28 @@ class UnavailableStore:
     ) -> SessionRecord:
         self._fail()
 
-    def renew_leases(self, owner: str, expires: float) -> set[str]:
+    async def renew_leases(self, owner: str, expires: float) -> set[str]:
         return set()  # nothing can be held
 
-    def append_message(self, session_id: str, generation: int, message: Mapping[str, Any]) -> int:
+    async def append_message(self, session_id: str, generation: int, row: Row) -> int:
         self._fail()
 
-    def messages(self, session_id: str, offset: int = 0, limit: int = 100) -> list[dict[str, Any]]:
+    async def messages(
+        self, session_id: str, offset: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
         self._fail()
 
-    def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+    async def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
         self._fail()
 
-    def delete(self, session_id: str) -> None:
+    async def delete(self, session_id: str) -> None:
         self._fail()
 
-    def reconcile_orphans(
-        self, is_orphan: Callable[[SessionRecord], bool] | None = None
-    ) -> list[SessionRecord]:
+    async def reconcile_orphans(self, is_orphan: OrphanTest | None = None) -> list[SessionRecord]:
         return []  # nothing readable to reconcile
 
-    def close(self) -> None:
+    async def reconcile_one(self, session_id: str, is_orphan: OrphanTest) -> SessionRecord:
+        self._fail()
+
+    async def close(self) -> None:
         return None

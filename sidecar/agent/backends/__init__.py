@@ -1,1 +1,1 @@
-"""Execution backends: how a tool's command runs (pipe now; a real PTY later)."""
+"""Execution backends: how a command runs (`pipe`: plain pipes; `pty`: a real pseudo-terminal)."""

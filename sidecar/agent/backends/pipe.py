@@ -1,14 +1,15 @@
-"""Run one shell command through pipes, in its own process group.
+"""Run one command through pipes, as the leader of its own process group.
 
-Used for `pipe` sessions: stdin is /dev/null, stdout and stderr are one pipe.
-See groups.py for how the command's processes are stopped.
+Used for `pipe` sessions: stdin is /dev/null, stdout and stderr are one pipe. The argv
+comes wrapped by `sidecar/agent/sandbox.py` (bubblewrap: a PID namespace nothing can
+leave); see groups.py for how the command's processes are stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sidecar.agent.backends.groups import (
     CommandLimits,
@@ -21,18 +22,29 @@ from sidecar.agent.backends.groups import (
 from sidecar.agent.backends.output import CappedOutput
 
 READ_CHUNK = 65536
+REAP_POLL = 0.005
+
+
+async def _reaped(proc: asyncio.subprocess.Process) -> int | None:
+    """The leader's exit status, once asyncio's child watcher has reaped it.
+
+    Not `proc.wait()`: in 3.11 that also waits for the pipes to close, which a process
+    that left the group could hold open forever (a timeout that never ended the turn).
+    """
+    await process_exited(proc.pid)
+    while proc.returncode is None:
+        await asyncio.sleep(REAP_POLL)
+    return proc.returncode
 
 
 async def run_command(
-    command: str,
+    argv: Sequence[str],
     cwd: str,
     limits: CommandLimits,
     on_output: Callable[[str], None] | None = None,
 ) -> CommandResult:
     proc = await asyncio.create_subprocess_exec(
-        "bash",
-        "-c",
-        command,
+        *argv,
         cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
@@ -64,9 +76,9 @@ async def run_command(
         # Runs on timeout, on cancellation and on a normal exit with leftovers alike.
         try:
             if group_alive(pgid):
-                await stop_group(pgid, limits, proc.wait)
+                await stop_group(pgid, limits, lambda: _reaped(proc))
             else:
-                await proc.wait()
+                await _reaped(proc)
         finally:
             await watchdog.dismiss()
         if not reader.done():

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ptyprocess import PtyProcess
@@ -68,7 +68,7 @@ async def _reap(pid: int) -> int:
 
 
 async def run_command_pty(
-    command: str,
+    argv: Sequence[str],
     cwd: str,
     limits: CommandLimits,
     terminal: Terminal,
@@ -76,7 +76,7 @@ async def run_command_pty(
 ) -> CommandResult:
     env = {**os.environ, "TERM": TERM, "COLUMNS": str(terminal.cols), "LINES": str(terminal.rows)}
     process = PtyProcess.spawn(
-        ["bash", "-c", command], cwd=cwd, env=env, dimensions=(terminal.rows, terminal.cols)
+        list(argv), cwd=cwd, env=env, dimensions=(terminal.rows, terminal.cols)
     )
     terminal._running.add(process)
     pgid = process.pid  # the child called setsid(): it leads its own group

@@ -35,14 +35,24 @@ from anthropic import (
 )
 from anthropic.types import RawMessageStreamEvent
 
-from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall, cause_chain
-from sidecar.errors import ProviderError
+from sidecar.agent.providers.base import (
+    ProviderCommand,
+    ProviderReply,
+    TextCallback,
+    ToolCall,
+    Usage,
+    cause_chain,
+)
+from sidecar.domain.errors import ProviderError
 
 # Local servers ignore the key, but the SDK refuses to send a request without one.
 PLACEHOLDER_API_KEY = "not-needed"
 # The SDK's own default. Resolved here because the SDK takes an empty ANTHROPIC_BASE_URL
 # literally (as the base URL "").
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+DEFAULT_MAX_TOKENS = 4096
+CONTEXT_WINDOW = 200_000  # tokens: every current Claude model
 
 # Messages API stop_reason -> Chat Completions finish_reason (unknown ones pass through).
 FINISH_REASONS = {
@@ -77,6 +87,9 @@ class _Event:
     tool_json: tuple[int, str] | None = None  # (block index, partial JSON)
     stop_reason: str | None = None
     done: bool = False  # message_stop
+    thought: str = ""  # a thinking block's text
+    signature: str = ""  # a thinking block's signature (sent back with it, as the API asks)
+    usage: Usage = Usage()
 
 
 class AnthropicProvider:
@@ -88,8 +101,6 @@ class AnthropicProvider:
     SDK's default; it is the server root: the SDK appends `/v1/messages` itself.
     """
 
-    name: str = "anthropic"
-
     def __init__(
         self,
         model: str,
@@ -97,11 +108,16 @@ class AnthropicProvider:
         api_key: str | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
+        thinking_budget: int | None = None,
     ) -> None:
         self.model = model
         self.timeout = timeout
-        self.max_tokens = max_tokens
+        # The Messages API requires max_tokens; with thinking it must exceed the budget.
+        self.max_tokens = max_tokens or max(DEFAULT_MAX_TOKENS, (thinking_budget or 0) + 1024)
+        self.thinking_budget = thinking_budget
+        self.context_window: int | None = CONTEXT_WINDOW
+        self.commands: tuple[ProviderCommand, ...] = ()
         # An explicit key also stops the SDK from looking for credential profiles on disk.
         key = api_key or os.environ.get("ANTHROPIC_API_KEY") or PLACEHOLDER_API_KEY
         # `timeout` bounds each read (so a stalled stream fails); connecting gets less, so
@@ -121,16 +137,26 @@ class AnthropicProvider:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         on_text: TextCallback,
+        on_thought: TextCallback | None = None,
     ) -> ProviderReply:
         """One streamed model call; cancellation propagates and abandons the HTTP request."""
         system, converted = to_anthropic_messages(messages)
         text: list[str] = []
+        thought: list[str] = []
+        signature: list[str] = []
         calls: dict[int, _PartialCall] = {}
         stop_reason: str | None = None
         finished = False
+        usage = Usage()
         stream = await self._open(system, converted, [to_anthropic_tool(t) for t in tools])
         async with stream:  # closes the response (and its connection) on any exit
             while (event := await self._next(stream)) is not None:
+                usage = usage + event.usage
+                if event.thought:
+                    thought.append(event.thought)
+                    if on_thought is not None:
+                        on_thought(event.thought)
+                signature.append(event.signature)
                 if event.text:
                     text.append(event.text)
                     on_text(event.text)  # outside the error mapping: its errors are its own
@@ -154,7 +180,14 @@ class AnthropicProvider:
             finish_reason = "tool_calls" if tool_calls else "stop"
         else:
             finish_reason = FINISH_REASONS.get(stop_reason, stop_reason)
-        return ProviderReply("".join(text), tool_calls, finish_reason)
+        return ProviderReply(
+            "".join(text),
+            tool_calls,
+            finish_reason,
+            usage,
+            "".join(thought),
+            "".join(signature),
+        )
 
     async def aclose(self) -> None:
         """Close the SDK client's connection pool."""
@@ -170,6 +203,11 @@ class AnthropicProvider:
                 messages=cast(Any, messages),  # built by to_anthropic_messages
                 system=system if system else omit,
                 tools=cast(Any, tools) if tools else omit,
+                thinking=(
+                    {"type": "enabled", "budget_tokens": self.thinking_budget}
+                    if self.thinking_budget
+                    else omit
+                ),
                 stream=True,
             )
         except (AnthropicError, ValueError) as e:
@@ -241,20 +279,30 @@ def _parse_event(event: RawMessageStreamEvent) -> _Event:
         if block.type == "tool_use":
             initial = json.dumps(block.input) if block.input else ""
             return _Event(tool_start=(event.index, block.id, block.name, initial))
-        return _Event()  # thinking and server-tool blocks: not ours to show
+        if block.type == "thinking":
+            return _Event(thought=block.thinking or "", signature=block.signature or "")
+        return _Event()  # redacted thinking and server-tool blocks: not ours to show
     if event.type == "content_block_delta":
         delta = event.delta
         if delta.type == "text_delta":
             return _Event(text=delta.text)
         if delta.type == "input_json_delta":
             return _Event(tool_json=(event.index, delta.partial_json))
+        if delta.type == "thinking_delta":
+            return _Event(thought=delta.thinking)
+        if delta.type == "signature_delta":
+            return _Event(signature=delta.signature)
         return _Event()
+    if event.type == "message_start":
+        started = event.message.usage
+        return _Event(usage=Usage(started.input_tokens or 0, started.output_tokens or 0))
     if event.type == "message_delta":
         reason = event.delta.stop_reason
-        return _Event(stop_reason=str(reason) if reason else None)
+        output = event.usage.output_tokens if event.usage is not None else 0
+        return _Event(stop_reason=str(reason) if reason else None, usage=Usage(0, output or 0))
     if event.type == "message_stop":
         return _Event(done=True)
-    return _Event()  # message_start, content_block_stop, and event types added later
+    return _Event()  # content_block_stop, and event types added later
 
 
 # -- request conversion -------------------------------------------------------------------
@@ -285,7 +333,7 @@ def to_anthropic_messages(messages: Sequence[dict[str, Any]]) -> tuple[str, list
                 result["content"] = content
             _append(out, "user", [result])
         elif role == "assistant":
-            blocks = _text_blocks(message.get("content"))
+            blocks = _thinking_blocks(message) + _text_blocks(message.get("content"))
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
                 blocks.append(
@@ -343,6 +391,15 @@ def _text_of(content: Any) -> str:
     return str(content)
 
 
+def _thinking_blocks(message: dict[str, Any]) -> list[Block]:
+    """A stored thinking block goes back with its signature: the API requires it when the
+    assistant turn continues with tool results."""
+    thought, signature = message.get("reasoning_content"), message.get("reasoning_signature")
+    if isinstance(thought, str) and thought and isinstance(signature, str) and signature:
+        return [{"type": "thinking", "thinking": thought, "signature": signature}]
+    return []
+
+
 def _text_blocks(content: Any) -> list[Block]:
     text = _text_of(content)
     return [{"type": "text", "text": text}] if text else []
@@ -381,3 +438,21 @@ def _server_message(e: APIStatusError) -> str:
     if isinstance(body, str) and body.strip():
         return body.strip()[:500]
     return e.message
+
+
+async def list_models(base_url: str | None, timeout: float = 5.0) -> list[str]:
+    """The models the API offers (`GET /v1/models`); ProviderError if it cannot say."""
+    key = os.environ.get("ANTHROPIC_API_KEY") or PLACEHOLDER_API_KEY
+    client = AsyncAnthropic(
+        api_key=key,
+        base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+        timeout=timeout,
+        max_retries=0,
+    )
+    try:
+        page = await client.models.list()
+        return [model.id for model in page.data]
+    except (AnthropicError, ValueError, httpx2.HTTPError) as e:
+        raise ProviderError(f"anthropic provider: cannot list models: {e}") from e
+    finally:
+        await client.close()

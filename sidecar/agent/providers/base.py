@@ -24,23 +24,53 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens one model call used, as the provider reported them (or estimated)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderCommand:
+    """A slash command the provider itself understands (advertised to clients)."""
+
+    name: str
+    description: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ProviderReply:
     text: str
     tool_calls: list[ToolCall] = field(default_factory=list)
+    # Chat Completions vocabulary: stop | length | tool_calls | content_filter (the loop
+    # maps these to ACP stop reasons).
     finish_reason: str = "stop"
+    usage: Usage | None = None
+    thought: str = ""  # the model's reasoning, where the provider streams it
+    thought_signature: str = ""  # Anthropic: sent back with the thinking block
 
 
 class Provider(Protocol):
-    name: str
-    model: str
+    model: str  # may be changed between calls (the session's model setting)
+    context_window: int | None  # tokens, where known
+    commands: tuple[ProviderCommand, ...]  # slash commands the provider understands
 
     async def complete(
         self,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         on_text: TextCallback,
+        on_thought: TextCallback | None = None,
     ) -> ProviderReply:
-        """One model call. Streams text deltas to `on_text` as they arrive."""
+        """One model call. Streams text deltas to `on_text` (and reasoning, where the
+        provider streams it, to `on_thought`) as they arrive."""
 
     async def aclose(self) -> None:
         """Release the client (connection pool)."""

@@ -13,31 +13,62 @@ What it answers, by the last message of the context:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from sidecar.agent.context import COMPACTION_PROMPT
-from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall
-from sidecar.errors import ProviderError
+from sidecar.agent.providers.base import (
+    ProviderCommand,
+    ProviderReply,
+    TextCallback,
+    ToolCall,
+    Usage,
+)
+from sidecar.domain.errors import ProviderError
 
 OUTPUT_PREVIEW_LINES = 20
 
 
+CHARS_PER_TOKEN = 4  # the usual rough estimate, for usage reports without a tokenizer
+
+COMMANDS = (
+    ProviderCommand("bash", "run a shell command (the same as `$ CMD`)", "command"),
+    ProviderCommand("sleep", "wait some seconds, then answer (cancellable)", "seconds [text]"),
+    ProviderCommand("fail", "make the provider fail (to try error recovery)", "reason"),
+)
+
+
+def estimate(messages: Sequence[dict[str, Any]], reply: str) -> Usage:
+    sent = sum(len(str(m.get("content") or "")) for m in messages)
+    return Usage(-(-sent // CHARS_PER_TOKEN), -(-len(reply) // CHARS_PER_TOKEN))
+
+
 class OfflineProvider:
-    name = "offline"
+    context_window: int | None = None
+    commands: tuple[ProviderCommand, ...] = COMMANDS
 
     def __init__(self, model: str = "offline-echo") -> None:
         self.model = model
-        self._calls = 0
 
     async def complete(
         self,
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         on_text: TextCallback,
+        on_thought: TextCallback | None = None,
     ) -> ProviderReply:
-        self._calls += 1
+        reply = await self._reply(messages, tools, on_text)
+        return dataclasses.replace(reply, usage=estimate(messages, reply.text))
+
+    async def _reply(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: TextCallback,
+    ) -> ProviderReply:
         if messages and messages[0].get("content") == COMPACTION_PROMPT:
             return await self._stream(self._summarize(str(messages[-1].get("content"))), on_text)
         last = messages[-1] if messages else {"role": "user", "content": ""}
@@ -66,7 +97,9 @@ class OfflineProvider:
                         on_text,
                     )
                 call = ToolCall(
-                    id=f"call_{self._calls}",
+                    # Unique across generations: a resumed session's transcript already
+                    # holds the ids earlier runtimes gave out.
+                    id=f"call_{uuid.uuid4().hex[:24]}",
                     name="bash",
                     arguments=json.dumps({"command": command}),
                 )

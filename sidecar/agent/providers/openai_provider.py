@@ -28,8 +28,15 @@ from openai import (
 )
 from openai.types.chat import ChatCompletionChunk
 
-from sidecar.agent.providers.base import ProviderReply, TextCallback, ToolCall, cause_chain
-from sidecar.errors import ProviderError
+from sidecar.agent.providers.base import (
+    ProviderCommand,
+    ProviderReply,
+    TextCallback,
+    ToolCall,
+    Usage,
+    cause_chain,
+)
+from sidecar.domain.errors import ProviderError
 
 # Local servers ignore the key, but the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
@@ -59,6 +66,8 @@ class _Delta:
     text: str
     tool_calls: list[_ToolDelta]
     finish_reason: str | None
+    thought: str = ""  # `reasoning_content`, which OpenAI-compatible servers stream
+    usage: Usage | None = None
 
 
 class OpenAIProvider:
@@ -69,8 +78,6 @@ class OpenAIProvider:
     servers work; a real OpenAI endpoint then answers 401, which surfaces as ProviderError.
     """
 
-    name: str = "openai"
-
     def __init__(
         self,
         model: str,
@@ -78,9 +85,14 @@ class OpenAIProvider:
         api_key: str | None = None,
         timeout: float = 120.0,
         max_retries: int = 2,
+        max_tokens: int | None = None,
+        context_window: int | None = None,
     ) -> None:
         self.model = model
         self.timeout = timeout
+        self.max_tokens = max_tokens
+        self.context_window = context_window
+        self.commands: tuple[ProviderCommand, ...] = ()
         key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
         # `timeout` bounds each read (so a stalled stream fails); connecting gets less, so
         # an unreachable host fails fast. The SDK retries connection errors, 408/409/429
@@ -98,14 +110,22 @@ class OpenAIProvider:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]],
         on_text: TextCallback,
+        on_thought: TextCallback | None = None,
     ) -> ProviderReply:
         """One streamed model call; cancellation propagates and abandons the HTTP request."""
         text: list[str] = []
+        thought: list[str] = []
         calls: dict[int, _PartialCall] = {}
         finish_reason: str | None = None
+        usage: Usage | None = None
         stream = await self._open(messages, tools)
         async with stream:  # closes the response (and its connection) on any exit
             while (delta := await self._next(stream)) is not None:
+                usage = delta.usage or usage
+                if delta.thought:
+                    thought.append(delta.thought)
+                    if on_thought is not None:
+                        on_thought(delta.thought)
                 if delta.text:
                     text.append(delta.text)
                     on_text(delta.text)  # outside the error mapping: its errors are its own
@@ -120,7 +140,7 @@ class OpenAIProvider:
         tool_calls = [self._finish_call(i, calls[i]) for i in sorted(calls)]
         if finish_reason is None:  # some servers omit it; infer rather than invent an error
             finish_reason = "tool_calls" if tool_calls else "stop"
-        return ProviderReply("".join(text), tool_calls, finish_reason)
+        return ProviderReply("".join(text), tool_calls, finish_reason, usage, "".join(thought))
 
     async def aclose(self) -> None:
         """Close the SDK client's connection pool."""
@@ -132,10 +152,13 @@ class OpenAIProvider:
         try:
             return await self._client.chat.completions.create(
                 model=self.model,
-                # Messages/tools already use the Chat Completions shapes (see base.py).
-                messages=cast(Any, list(messages)),
+                # Messages/tools already use the Chat Completions shapes (see base.py);
+                # reasoning is not sent back (servers that stream it refuse it as input).
+                messages=cast(Any, [_without_reasoning(m) for m in messages]),
                 tools=cast(Any, list(tools)) if tools else omit,  # some servers reject []
+                max_tokens=self.max_tokens if self.max_tokens is not None else omit,
                 stream=True,
+                stream_options={"include_usage": True},
             )
         except (OpenAIError, ValueError) as e:
             raise self._error(e, "request") from e
@@ -149,9 +172,12 @@ class OpenAIProvider:
         except (OpenAIError, ValueError) as e:  # ValueError: an SSE data line that is not JSON
             raise self._error(e, "stream") from e
         try:
+            usage = None
+            if chunk.usage is not None:
+                usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
             choice = next((c for c in chunk.choices if c.index == 0), None)
             if choice is None:  # e.g. the trailing usage chunk
-                return _Delta("", [], None)
+                return _Delta("", [], None, usage=usage)
             tool_calls = [
                 _ToolDelta(
                     tc.index,
@@ -162,7 +188,15 @@ class OpenAIProvider:
                 for tc in choice.delta.tool_calls or []
             ]
             reason = str(choice.finish_reason) if choice.finish_reason else None
-            return _Delta(choice.delta.content or "", tool_calls, reason)
+            extra = choice.delta.model_extra or {}
+            thought = extra.get("reasoning_content") or extra.get("reasoning") or ""
+            return _Delta(
+                choice.delta.content or "",
+                tool_calls,
+                reason,
+                thought if isinstance(thought, str) else "",
+                usage,
+            )
         except (AttributeError, TypeError) as e:
             # The SDK builds chunks without validation, so a wrong shape shows up here.
             raise ProviderError(f"{self._where()}: malformed stream chunk: {e}") from e
@@ -194,6 +228,12 @@ class OpenAIProvider:
         return ProviderError(f"{where}: {type(e).__name__}: {e}")
 
 
+def _without_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    if "reasoning_content" not in message and "reasoning_signature" not in message:
+        return message
+    return {k: v for k, v in message.items() if not k.startswith("reasoning_")}
+
+
 def _causes(e: APIConnectionError) -> str:
     return cause_chain(e, include_self=False)
 
@@ -210,3 +250,16 @@ def _server_message(e: APIStatusError) -> str:
     if isinstance(body, str) and body.strip():
         return body.strip()[:500]
     return e.message
+
+
+async def list_models(base_url: str | None, timeout: float = 5.0) -> list[str]:
+    """The models the server offers (`GET /models`); ProviderError if it cannot say."""
+    key = os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+    client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+    try:
+        page = await client.models.list()
+        return sorted(model.id for model in page.data)
+    except (OpenAIError, ValueError) as e:
+        raise ProviderError(f"openai provider: cannot list models: {e}") from e
+    finally:
+        await client.close()

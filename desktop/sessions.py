@@ -1,0 +1,51 @@
+"""Session helpers both clients use (the window's bridge and the terminal client): list
+every session, read a transcript page, resume. Written once, on the host."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from protocol.methods import Method
+
+
+class Requester(Protocol):
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = 30.0
+    ) -> Any: ...
+
+
+async def list_all(host: Requester) -> list[dict[str, Any]]:
+    """Every session summary (the sidecar pages its list 100 at a time), newest first."""
+    summaries: list[dict[str, Any]] = []
+    params: dict[str, Any] = {}
+    while True:
+        page = await host.request(Method.SESSION_LIST, params)
+        summaries.extend(entry["_meta"] for entry in page["sessions"])
+        cursor = page.get("nextCursor")
+        if not cursor:
+            return summaries
+        params = {"cursor": cursor}
+
+
+async def messages_page(
+    host: Requester, session_id: str, offset: int | None, limit: int
+) -> dict[str, Any]:
+    """A transcript page; `offset=None` means the newest `limit` entries."""
+    if offset is None:
+        head = await host.request(Method.MESSAGES, {"sessionId": session_id, "limit": 1})
+        offset = max(0, int(head["total"]) - limit)
+    page = await host.request(
+        Method.MESSAGES, {"sessionId": session_id, "offset": offset, "limit": limit}
+    )
+    return {"messages": page["messages"], "total": page["total"], "offset": offset}
+
+
+async def resume(host: Requester, session_id: str, cwd: str | None = None) -> dict[str, Any]:
+    """Resume a session in its own recorded directory; its new summary."""
+    if cwd is None:
+        cwd = (await host.request(Method.STATUS, {"sessionId": session_id}))["cwd"]
+    result = await host.request(
+        Method.SESSION_RESUME, {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+    )
+    resumed: dict[str, Any] = result["_meta"]
+    return resumed

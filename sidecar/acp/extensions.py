@@ -1,0 +1,156 @@
+"""Our extension methods (`_session/*`, `_sidecar/shutdown`) and the sidecar's own slash
+commands (`/compact`, `/rename`), as thin translations onto the SessionManager."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from acp.helpers import update_agent_message_text
+
+from protocol.methods import Method
+from protocol.models import (
+    CompactParams,
+    MessagesParams,
+    RenameParams,
+    ResizeParams,
+    StatusParams,
+)
+from protocol.values import StopReason
+from sidecar.acp.permissions import request_params
+from sidecar.acp.server import RpcServer
+from sidecar.acp.session_config import SidecarCommand
+from sidecar.acp.updates import session_update
+from sidecar.core.manager import SessionManager
+from sidecar.core.views import CompactionOutcome
+from sidecar.domain.errors import InvalidInput, InvalidState, SessionNotLive
+from sidecar.domain.records import iso
+from sidecar.domain.rules import parse_rules
+from sidecar.domain.titles import TITLE_CHARS
+from sidecar.wire import transcript as wire_transcript
+from sidecar.wire.summary import summary
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+def compaction_result(outcome: CompactionOutcome) -> dict[str, Any]:
+    result: dict[str, Any] = {"compacted": outcome.compacted}
+    if outcome.cancelled:
+        result["cancelled"] = True
+    if outcome.reason is not None:
+        result["reason"] = outcome.reason
+    if outcome.compacted:
+        result["summaryIndex"] = outcome.summary_index
+        result["contextFrom"] = outcome.context_from
+        result["contextChars"] = outcome.context_chars
+    return result
+
+
+class ExtensionHandlers:
+    def __init__(
+        self, manager: SessionManager, server: RpcServer, request_shutdown: Callable[[], None]
+    ) -> None:
+        self.manager = manager
+        self.server = server
+        self.request_shutdown = request_shutdown
+
+    def table(self) -> dict[str, Handler]:
+        return {
+            Method.STATUS: self.status,
+            Method.MESSAGES: self.messages,
+            Method.RESIZE: self.resize,
+            Method.COMPACT: self.compact,
+            Method.HTTP: self.http,
+            Method.RENAME: self.rename,
+            Method.PERMISSIONS: self.permissions,
+            Method.SET_PERMISSIONS: self.set_permissions,
+            Method.SHUTDOWN: self.shutdown,
+        }
+
+    async def status(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = StatusParams.model_validate(params)
+        return summary(await self.manager.view(request.session_id))
+
+    async def messages(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = MessagesParams.model_validate(params)
+        entries, total = await self.manager.messages(
+            request.session_id, request.offset, request.limit
+        )
+        return wire_transcript.page(entries, total)
+
+    async def resize(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = ResizeParams.model_validate(params)
+        size = await self.manager.resize(request.session_id, request.rows, request.cols)
+        return {"rows": size.rows, "cols": size.cols}
+
+    async def compact(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = CompactParams.model_validate(params)
+        outcome = await self.manager.compact(request.session_id, request.keep_turns)
+        return compaction_result(outcome)
+
+    async def rename(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = RenameParams.model_validate(params)
+        return summary(await self.manager.settings.rename(request.session_id, request.title))
+
+    async def permissions(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The rules, and the calls waiting for consent (a new window shows their cards)."""
+        request = StatusParams.model_validate(params)
+        rules, pending = await self.manager.settings.permissions(request.session_id)
+        return {
+            "rules": [rule.to_wire() for rule in rules],
+            "pending": [
+                {
+                    **request_params(request.session_id, waiting.request),
+                    "since": iso(waiting.since),
+                }
+                for waiting in pending
+            ],
+        }
+
+    async def set_permissions(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = StatusParams.model_validate(params)
+        rules = parse_rules(params.get("rules"))
+        stored = await self.manager.settings.set_rules(request.session_id, rules)
+        return {"rules": [rule.to_wire() for rule in stored]}
+
+    async def run_command(
+        self, session_id: str, command: SidecarCommand, argument: str
+    ) -> dict[str, Any]:
+        """A prompt that was one of our slash commands: run it, say what happened as agent
+        text, answer as a finished turn (nothing reaches the model or the transcript)."""
+        if command.name == "compact":
+            keep = argument or "2"
+            if not keep.isdigit() or int(keep) > 1000:
+                raise InvalidInput("prompt", "/compact takes the number of turns to keep (0-1000)")
+            outcome = await self.manager.compact(session_id, int(keep))
+            if outcome.compacted:
+                text = f"Compacted: the context now starts at entry {outcome.context_from}."
+            else:
+                text = f"Nothing compacted: {outcome.reason or 'cancelled'}."
+            meta: dict[str, Any] = {"compaction": compaction_result(outcome)}
+        else:
+            title = " ".join(argument.split())
+            if not title:
+                raise InvalidInput("prompt", "/rename takes the new title")
+            view = await self.manager.settings.rename(session_id, title[: TITLE_CHARS * 3])
+            text = f"Renamed to “{view.record.title}”."
+            meta = {}
+        self.server.notify(*session_update(session_id, update_agent_message_text(text)))
+        return {"stopReason": StopReason.END_TURN.value, "_meta": {"response": text, **meta}}
+
+    async def http(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The live session's listener and its bearer token, for the client that asks."""
+        request = StatusParams.model_validate(params)
+        view = await self.manager.view(request.session_id)
+        if not view.live:
+            raise SessionNotLive(request.session_id, "open the HTTP endpoint of")
+        if view.url is None or view.token is None:
+            raise InvalidState(
+                f"session {request.session_id} has no HTTP endpoint "
+                "(socket binding is not allowed here)"
+            )
+        return {"url": view.url, "token": view.token}
+
+    async def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.request_shutdown()
+        return {}

@@ -1,0 +1,317 @@
+"""ACP methods and our extensions, as thin translations onto the SessionManager.
+
+Each handler parses its params once with a pydantic model (ACP's own from `acp.schema`
+where one exists, else ours from `protocol.models`), calls the manager with typed
+values, and shapes the result. No session rule lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from acp.schema import (
+    AvailableCommandsUpdate,
+    CancelNotification,
+    CloseSessionRequest,
+    ConfigOptionUpdate,
+    DeleteSessionRequest,
+    ForkSessionRequest,
+    ListSessionsRequest,
+    LoadSessionRequest,
+    NewSessionRequest,
+    PromptRequest,
+    ResumeSessionRequest,
+    SetSessionConfigOptionSelectRequest,
+    SetSessionModeRequest,
+)
+from pydantic import ValidationError
+
+from protocol.errors import ProtocolError
+from protocol.methods import Method
+from protocol.models import NewSessionMeta
+from protocol.values import Approval, Mode, Sandbox, available_modes
+from sidecar.acp.extensions import ExtensionHandlers
+from sidecar.acp.server import RpcServer
+from sidecar.acp.session_config import (
+    APPROVAL,
+    MODE,
+    MODEL,
+    SANDBOX,
+    available_commands,
+    config_options,
+    parse_mode,
+    sidecar_command,
+)
+from sidecar.acp.updates import replay_notifications, session_update
+from sidecar.agent.providers.catalog import ModelCatalog
+from sidecar.core.manager import NewSession, SessionManager
+from sidecar.core.views import SessionView
+from sidecar.domain.errors import InvalidInput
+from sidecar.domain.events import Origin
+from sidecar.wire.summary import summary
+
+LIST_PAGE = 100
+REPLAY_PAGE = 500
+CURSOR_DIGITS = 18  # a cursor is "c" and a row number; ours never have more digits
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+def _modes(view: SessionView) -> dict[str, Any]:
+    return {"currentModeId": view.record.mode.value, "availableModes": available_modes()}
+
+
+def _meta(params: dict[str, Any]) -> dict[str, Any]:
+    meta = params.get("_meta")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise InvalidInput("_meta", "must be an object")
+    return meta
+
+
+def _absolute(field: str, path: str) -> str:
+    if "\x00" in path or not os.path.isabs(path):
+        raise InvalidInput(field, f"must be an absolute path, got {path!r}")
+    return path
+
+
+E = TypeVar("E", Approval, Sandbox)
+
+
+def _choice(kind: type[E], value: str) -> E:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in kind)
+        raise InvalidInput("value", f"must be one of {allowed}, got {value!r}") from None
+
+
+def decode_cursor(cursor: str | None) -> int | None:
+    if cursor is None:
+        return None
+    digits = cursor[1:]
+    if not cursor.startswith("c") or not digits.isascii() or not digits.isdigit():
+        raise InvalidInput("cursor", "not a cursor returned by session/list")
+    if len(digits) > CURSOR_DIGITS:
+        raise InvalidInput("cursor", "not a cursor returned by session/list")
+    return int(digits)
+
+
+def prompt_text(request: PromptRequest) -> str:
+    parts: list[str] = []
+    for block in request.prompt:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            # Every ACP agent must accept links; the model gets them as a reference line.
+            parts.append(f"[resource: {block.name} <{block.uri}>]")
+        elif kind == "resource":
+            resource = block.resource
+            if isinstance(getattr(resource, "text", None), str):
+                parts.append(f"[resource {resource.uri}]\n{resource.text}")
+    text = "\n".join(parts)
+    if not text.strip():
+        raise InvalidInput("prompt", "must contain non-empty text content")
+    return text
+
+
+class AcpHandlers:
+    def __init__(
+        self,
+        manager: SessionManager,
+        server: RpcServer,
+        catalog: ModelCatalog,
+        extensions: ExtensionHandlers,
+    ) -> None:
+        self.manager = manager
+        self.server = server
+        self.catalog = catalog
+        self.extensions = extensions
+
+    async def _opened(self, view: SessionView) -> dict[str, Any]:
+        """What every response that opens a session carries; the session's commands are
+        announced right after the response."""
+        options = config_options(view, await self.catalog.models())
+        # After the last await: the reply is written before this runs.
+        asyncio.get_running_loop().call_soon(self._announce_commands, view.session_id)
+        return {"modes": _modes(view), "configOptions": options, "_meta": summary(view)}
+
+    def _announce_commands(self, session_id: str) -> None:
+        runtime = self.manager.runtime(session_id)
+        provider = runtime.provider.commands if runtime is not None else ()
+        update = AvailableCommandsUpdate.model_validate(
+            {
+                "sessionUpdate": "available_commands_update",
+                "availableCommands": available_commands(provider),
+            }
+        )
+        self.server.notify(*session_update(session_id, update))
+
+    async def _announce_config(self, session_id: str) -> list[dict[str, Any]]:
+        options = config_options(await self.manager.view(session_id), await self.catalog.models())
+        update = ConfigOptionUpdate.model_validate(
+            {"sessionUpdate": "config_option_update", "configOptions": options}
+        )
+        self.server.notify(*session_update(session_id, update))
+        return options
+
+    def table(self) -> dict[str, Handler]:
+        """ACP's methods but `initialize` (sidecar/acp/initialize.py answers that)."""
+        return {
+            Method.SESSION_NEW: self.session_new,
+            Method.SESSION_LOAD: self.session_load,
+            Method.SESSION_RESUME: self.session_resume,
+            Method.SESSION_CLOSE: self.session_close,
+            Method.SESSION_DELETE: self.session_delete,
+            Method.SESSION_LIST: self.session_list,
+            Method.SESSION_FORK: self.session_fork,
+            Method.SESSION_PROMPT: self.session_prompt,
+            Method.SESSION_CANCEL: self.session_cancel,
+            Method.SESSION_SET_MODE: self.session_set_mode,
+            Method.SESSION_SET_CONFIG_OPTION: self.session_set_config_option,
+        }
+
+    async def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
+        params = {"mcpServers": [], **params}
+        request = NewSessionRequest.model_validate(params)
+        try:
+            meta = NewSessionMeta.model_validate(_meta(params))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = "_meta." + ".".join(str(p) for p in first["loc"])
+            raise ProtocolError.invalid_params(field, first["msg"]) from None
+        spec = NewSession(
+            _absolute("cwd", request.cwd),
+            meta.mode,
+            meta.backend,
+            meta.title,
+            meta.approval,
+            meta.sandbox,
+        )
+        view = await self.manager.create(spec)
+        return {"sessionId": view.session_id, **await self._opened(view)}
+
+    async def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = ResumeSessionRequest.model_validate(params)
+        view = await self.manager.resume(request.session_id)
+        return await self._opened(view)
+
+    async def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = LoadSessionRequest.model_validate({"mcpServers": [], **params})
+        session_id = request.session_id
+        view = await self.manager.load(session_id)
+        offset = 0
+        while True:
+            page, _ = await self.manager.messages(session_id, offset, REPLAY_PAGE)
+            if not page:
+                break
+            for method, update in replay_notifications(session_id, (e for _, e in page)):
+                self.server.notify(method, update)
+            offset += len(page)
+            await self.server.writer_drained()  # a long replay must not starve other replies
+        return await self._opened(view)
+
+    async def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = ForkSessionRequest.model_validate({"mcpServers": [], **params})
+        view = await self.manager.fork(request.session_id, _absolute("cwd", request.cwd))
+        return {"sessionId": view.session_id, **await self._opened(view)}
+
+    async def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = CloseSessionRequest.model_validate(params)
+        return {"_meta": summary(await self.manager.close(request.session_id))}
+
+    async def session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = DeleteSessionRequest.model_validate(params)
+        await self.manager.delete(request.session_id)
+        return {}
+
+    async def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = ListSessionsRequest.model_validate(params)
+        cwd = None if request.cwd is None else _absolute("cwd", request.cwd)
+        views, next_cursor = await self.manager.list_page(
+            cwd=cwd, cursor=decode_cursor(request.cursor), limit=LIST_PAGE
+        )
+        sessions = []
+        for view in views:
+            entry = summary(view)
+            sessions.append(
+                {
+                    "sessionId": entry["sessionId"],
+                    "cwd": entry["cwd"],
+                    "title": entry["title"],
+                    "updatedAt": entry["updatedAt"],
+                    "_meta": entry,
+                }
+            )
+        result: dict[str, Any] = {"sessions": sessions}
+        if next_cursor is not None:
+            result["nextCursor"] = f"c{next_cursor}"
+        return result
+
+    async def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = PromptRequest.model_validate(params)
+        text = prompt_text(request)
+        command = sidecar_command(text)
+        if command is not None:
+            return await self.extensions.run_command(request.session_id, *command)
+        outcome = await self.manager.prompt(request.session_id, text, Origin.ACP)
+        usage = outcome.usage
+        tokens = {
+            "inputTokens": usage.input_tokens,
+            "outputTokens": usage.output_tokens,
+            "totalTokens": usage.input_tokens + usage.output_tokens,
+        }
+        return {
+            "stopReason": outcome.stop_reason.value,
+            "usage": tokens,
+            "_meta": {"response": outcome.response, "usage": tokens, "turn": outcome.turn},
+        }
+
+    async def session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = CancelNotification.model_validate(params)
+        return {"cancelled": await self.manager.cancel(request.session_id)}
+
+    async def session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = SetSessionModeRequest.model_validate(params)
+        try:
+            mode = Mode(request.mode_id)
+        except ValueError:
+            modes = ", ".join(m.value for m in Mode)
+            raise InvalidInput(
+                "modeId", f"must be one of {modes}, got {request.mode_id!r}"
+            ) from None
+        await self.manager.settings.set_mode(request.session_id, mode)
+        await self._announce_config(request.session_id)
+        return {}
+
+    async def session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = SetSessionConfigOptionSelectRequest.model_validate(params)
+        session_id, value = request.session_id, request.value
+        if request.config_id == MODE:
+            mode = parse_mode(value)
+            if mode is None:
+                modes = ", ".join(m.value for m in Mode)
+                raise InvalidInput("value", f"mode must be one of {modes}, got {value!r}")
+            await self.manager.settings.set_mode(session_id, mode)
+        elif request.config_id == MODEL:
+            models = await self.catalog.models()
+            if value not in models:
+                raise InvalidInput(
+                    "value", f"model must be one of {', '.join(models)}, got {value!r}"
+                )
+            await self.manager.settings.set_model(session_id, value)
+        elif request.config_id == APPROVAL:
+            await self.manager.settings.set_setting(session_id, approval=_choice(Approval, value))
+        elif request.config_id == SANDBOX:
+            await self.manager.settings.set_setting(session_id, sandbox=_choice(Sandbox, value))
+        else:
+            known = ", ".join((MODE, MODEL, APPROVAL, SANDBOX))
+            raise InvalidInput(
+                "configId", f"unknown config option {request.config_id!r}; known: {known}"
+            )
+        return {"configOptions": await self._announce_config(session_id)}

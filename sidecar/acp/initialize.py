@@ -1,0 +1,73 @@
+"""`initialize`, answered without the heavy imports.
+
+The sidecar starts serving before ACP's schema module, aiohttp and the provider SDKs
+are imported: a client's first request is answered at once, and every other method
+waits for those imports (see `sidecar/wiring.py`). So this reply is built by hand;
+`tests/test_acp_interop.py` checks that the official SDK parses it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocol.methods import EXTENSION_KEY, PROTOCOL_VERSION
+from protocol.version import VERSION
+
+
+class InitializeParams(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    protocol_version: int = Field(alias="protocolVersion", ge=0, le=65535)
+    client_capabilities: dict[str, Any] | None = Field(default=None, alias="clientCapabilities")
+
+
+@dataclass
+class ClientOptions:
+    """What the stdio client asked for at `initialize`. Extension notifications
+    (`_session/state`, ...) go only to a client that asked: one that does not know them
+    prints them as noise."""
+
+    extension_notifications: bool = False
+
+    def read(self, params: InitializeParams) -> None:
+        meta = (params.client_capabilities or {}).get("_meta")
+        ours = meta.get(EXTENSION_KEY) if isinstance(meta, dict) else None
+        self.extension_notifications = isinstance(ours, dict) and ours.get("notifications") is True
+
+
+def initialize_result(store_problem: str | None) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        # We speak exactly one version; ACP: answer with it, the client decides.
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": True,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            "mcpCapabilities": {"http": False, "sse": False, "acp": False},
+            "sessionCapabilities": {
+                "list": {},
+                "delete": {},
+                "fork": {},
+                "resume": {},
+                "close": {},
+            },
+            "auth": {},
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "acp-session-host", "title": "Session host", "version": VERSION},
+    }
+    if store_problem is not None:
+        result["_meta"] = {"storeError": store_problem}
+    return result
+
+
+def initialize_handler(
+    store_problem: Callable[[], str | None], client: ClientOptions
+) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    async def initialize(params: dict[str, Any]) -> dict[str, Any]:
+        client.read(InitializeParams.model_validate(params))  # refuses malformed params
+        return initialize_result(store_problem())
+
+    return initialize

@@ -1,0 +1,59 @@
+"""Every numbered session event, sent to the stdio client as the ACP notification it
+becomes (`updates.py`), with live command output as standard content (`live_output.py`)
+and our extension notifications only for a client that asked for them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from acp.helpers import text_block, tool_content, update_tool_call
+
+from sidecar.acp.initialize import ClientOptions
+from sidecar.acp.live_output import LiveOutput
+from sidecar.acp.updates import ViewOf, event_notification, session_update
+from sidecar.core.events import Event
+from sidecar.domain.events import ToolCallFinished, ToolOutputChunk
+
+Notify = Callable[[str, dict[str, Any]], None]
+
+
+class AcpNotifier:
+    def __init__(
+        self, notify: Notify, client: ClientOptions, view_of: ViewOf, stream_cap: int
+    ) -> None:
+        self._notify = notify
+        self._client = client
+        self._view_of = view_of
+        self._live: dict[str, LiveOutput] = {}
+        self._stream_cap = stream_cap
+
+    def _live_output(self, session_id: str) -> LiveOutput:
+        live = self._live.get(session_id)
+        if live is None:
+
+            def send(call_id: str, text: str) -> None:
+                update = update_tool_call(
+                    call_id, status="in_progress", content=[tool_content(text_block(text))]
+                )
+                self._notify(*session_update(session_id, update))
+
+            live = self._live[session_id] = LiveOutput(send, self._stream_cap)
+        return live
+
+    def __call__(self, event: Event) -> None:
+        body = event.body
+        if isinstance(body, ToolOutputChunk):
+            self._live_output(event.session_id).add(body.call_id, body.text)
+            if not self._client.extension_notifications:
+                return  # the chunk itself rides in `_meta.output`, our extension
+        elif isinstance(body, ToolCallFinished):
+            live = self._live.get(event.session_id)
+            if live is not None:
+                live.finish(body.call_id)
+        notification = event_notification(event, self._view_of)
+        if notification is None:
+            return
+        if notification[0].startswith("_") and not self._client.extension_notifications:
+            return
+        self._notify(*notification)

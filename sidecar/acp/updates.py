@@ -1,0 +1,160 @@
+"""Domain events and stored transcripts -> ACP notifications.
+
+Built with `acp.schema` models so every update we send is one the official SDK
+accepts. Streamed command output rides in `_meta.output` of a tool_call_update
+(ACP's `content` replaces, it does not append); the final update carries the
+whole result as content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from acp.helpers import (
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_current_mode,
+    update_tool_call,
+    update_user_message_text,
+)
+from acp.schema import SessionInfoUpdate, SessionNotification, UsageUpdate
+
+from protocol.methods import Method
+from sidecar.core.events import Event
+from sidecar.core.views import SessionView
+from sidecar.domain.events import (
+    AgentTextChunk,
+    AgentThoughtChunk,
+    ModeChanged,
+    Origin,
+    PermissionAsked,
+    PermissionSettled,
+    StateChanged,
+    TitleChanged,
+    ToolCallFinished,
+    ToolCallRunning,
+    ToolCallStarted,
+    ToolOutputChunk,
+    UsageUpdated,
+    UserMessageAdded,
+)
+from sidecar.domain.records import SessionRecord, iso
+from sidecar.domain.transcript import (
+    AssistantEntry,
+    Entry,
+    MarkerEntry,
+    ToolResultEntry,
+    UserEntry,
+)
+from sidecar.wire.summary import summary
+from sidecar.wire.transcript import tool_input, tool_title
+
+Notification = tuple[str, dict[str, Any]]
+ViewOf = Callable[[SessionRecord], SessionView]
+
+
+def session_update(session_id: str, update: Any) -> Notification:
+    notification = SessionNotification(session_id=session_id, update=update)
+    return Method.SESSION_UPDATE, notification.model_dump(
+        by_alias=True, exclude_none=True, mode="json"
+    )
+
+
+def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
+    """The notification a numbered event becomes, or None (turn ends: the prompt's answer
+    says it; compactions: the compact request's answer)."""
+    session_id, body = event.session_id, event.body
+    if isinstance(body, StateChanged | PermissionAsked | PermissionSettled):
+        return Method.STATE, summary(view_of(body.record))
+    if isinstance(body, UserMessageAdded):
+        if body.origin is Origin.ACP:
+            return None  # the ACP client sent it; echoing it back makes clients show it twice
+        return session_update(session_id, update_user_message_text(body.text))
+    if isinstance(body, AgentTextChunk):
+        return session_update(session_id, update_agent_message_text(body.text))
+    if isinstance(body, AgentThoughtChunk):
+        return session_update(session_id, update_agent_thought_text(body.text))
+    if isinstance(body, UsageUpdated):
+        return session_update(
+            session_id, UsageUpdate(session_update="usage_update", used=body.used, size=body.size)
+        )
+    if isinstance(body, TitleChanged):
+        return session_update(
+            session_id,
+            SessionInfoUpdate(
+                session_update="session_info_update",
+                title=body.title,
+                updated_at=iso(body.updated_at),
+            ),
+        )
+    if isinstance(body, ToolCallStarted):
+        return session_update(
+            session_id,
+            start_tool_call(
+                body.call_id,
+                body.title,
+                kind=body.kind.value,
+                status="pending",
+                raw_input=dict(body.raw_input),
+            ),
+        )
+    if isinstance(body, ToolCallRunning):
+        return session_update(session_id, update_tool_call(body.call_id, status="in_progress"))
+    if isinstance(body, ToolOutputChunk):
+        update = update_tool_call(body.call_id)
+        update.field_meta = {"output": body.text}
+        return session_update(session_id, update)
+    if isinstance(body, ToolCallFinished):
+        return session_update(
+            session_id,
+            update_tool_call(
+                body.call_id,
+                status="completed" if body.ok else "failed",
+                content=[tool_content(text_block(body.content))],
+                raw_output={"exitCode": body.exit_code, "cancelled": body.cancelled},
+            ),
+        )
+    if isinstance(body, ModeChanged):
+        return session_update(session_id, update_current_mode(body.mode.value))
+    return None
+
+
+def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[Notification]:
+    """A stored transcript as the updates a client would have seen live (session/load)."""
+    for item in entries:
+        if isinstance(item, UserEntry):
+            yield session_update(session_id, update_user_message_text(item.text))
+        elif isinstance(item, AssistantEntry):
+            if item.thought:
+                yield session_update(session_id, update_agent_thought_text(item.thought))
+            if item.text:
+                yield session_update(session_id, update_agent_message_text(item.text))
+            for call in item.tool_calls:
+                arguments = tool_input(call)
+                yield session_update(
+                    session_id,
+                    start_tool_call(
+                        call.call_id,
+                        tool_title(call, arguments),
+                        kind="execute",
+                        status="pending",
+                        raw_input=arguments,
+                    ),
+                )
+        elif isinstance(item, ToolResultEntry):
+            yield session_update(
+                session_id,
+                update_tool_call(
+                    item.call_id,
+                    status="completed" if item.exit_code == 0 else "failed",
+                    content=[tool_content(text_block(item.content))],
+                    raw_output={"exitCode": item.exit_code},
+                ),
+            )
+        elif isinstance(item, MarkerEntry) and item.text:
+            # Markers (interrupted, compaction): shown as agent text so every client sees them.
+            yield session_update(session_id, update_agent_message_text(item.text))

@@ -1,0 +1,58 @@
+"""What the agent loop needs from the runtime that runs it: a small typed interface.
+
+The loop is transport-free and store-free; everything it does to the world goes
+through these methods (fenced transcript writes, events, commands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from protocol.values import Mode, Sandbox
+from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.context import ChatMessage
+from sidecar.agent.providers.base import Provider, Usage
+from sidecar.domain.events import SessionEvent
+
+if TYPE_CHECKING:
+    from sidecar.domain.permissions import PermissionRequest, Verdict
+from sidecar.domain.transcript import Entry
+
+
+class TurnHost(Protocol):
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def mode(self) -> Mode: ...
+
+    @property
+    def limits(self) -> CommandLimits: ...
+
+    @property
+    def provider(self) -> Provider: ...
+
+    async def record(self, entry: Entry) -> None:
+        """Append to the transcript (fenced) and to the provider context."""
+
+    def provider_context(self) -> list[ChatMessage]:
+        """System prompt plus the context, in Chat Completions form."""
+
+    def publish(self, event: SessionEvent) -> None: ...
+
+    def add_usage(self, usage: Usage | None, context_window: int | None) -> None:
+        """A model call's tokens: counted for the turn and the session, told to clients."""
+
+    async def before_model_call(self) -> None:
+        """A hook before each model call (automatic compaction)."""
+
+    async def authorize(self, request: PermissionRequest) -> Verdict:
+        """Rules, the approval setting, and if need be the user: may this call run?"""
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """What commands run under (the effective sandbox)."""
+
+    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
+        """Run one command on the session's backend (pipe or pty)."""

@@ -1,0 +1,272 @@
+"""Wrap every agent command in bubblewrap: its own PID namespace, plus a sandbox policy.
+
+Why a PID namespace: a process group only holds processes that stay in it; `setsid`,
+`setpgid` and double-fork daemons leave it and outlive any signal to the group. A PID
+namespace cannot be left, and when its init (PID 1) dies the kernel SIGKILLs everything
+still in it.
+
+Modes (`SandboxMode`):
+
+- READ_ONLY: the whole filesystem read-only, a private empty /tmp and /run, no network.
+- WORKSPACE: the same, but the session cwd writable and the host's network and /run.
+- OFF: filesystem and network as the user has them; still its own PID namespace.
+
+The argv `wrap` builds, for `bash -c CMD` in READ_ONLY with cwd /w::
+
+    /bin/sh -c 'trap "" INT QUIT TERM; exec "$0" "$@"' bwrap
+        --die-with-parent --unshare-pid --unshare-net --unshare-ipc --cap-drop ALL
+        --ro-bind / / --tmpfs /tmp --tmpfs /run --ro-bind /w /w --dev /dev --proc /proc
+        --chdir /w -- /usr/bin/env --default-signal=INT,QUIT,TERM,PIPE,XFSZ -- bash -c CMD
+
+Findings, by experiment (bubblewrap 0.8.0, Linux 6.18, as root and as nobody):
+
+- Tree: the spawned pid is the outer bwrap; its child is bwrap's own init (PID 1 in
+  the namespace), which runs the command as PID 2. All three stay in the spawner's
+  process group and session (we never pass `--new-session`, so a PTY stays the
+  controlling terminal: `test -t 1`, /dev/tty, `stty size` and Ctrl-C all work).
+- Command exit: the outer bwrap exits as soon as its init reports the command's status.
+  The init itself does not: without `--die-with-parent` it lived on, reparented to the
+  host's PID 1, with a `setsid sleep` still running under it. With it, the outer
+  bwrap's exit SIGKILLs the init, and so the namespace: `setsid sleep &`,
+  fork/setsid/fork daemons, `setpgid(0, 0)` children and `nohup` were all gone a few
+  milliseconds after the outer bwrap was reaped, not synchronously (some were still
+  dying, state R, when the spawner's wait returned). Poll for "gone" (group_alive
+  does); the init is left, as a zombie, for the host's PID 1 to reap.
+- Exit status passes through (`exit 7` -> 7). A command killed by signal N comes back as
+  128+N (bwrap's init translates it), not as a negative returncode. If bwrap itself
+  fails to set up it exits 1 with "bwrap: ..." on stderr, which looks like a command's
+  exit 1: probe first. A missing command gives env's 127 ("No such file or directory").
+- Signals to bwrap's init from the host: SIGINT, SIGTERM, SIGHUP are dropped (the kernel
+  protects a namespace init that has no handler); SIGKILL kills the namespace, and the
+  outer bwrap then exits 137.
+- The outer bwrap forwards no signals; a SIGINT/SIGTERM would kill it and
+  `--die-with-parent` would then SIGKILL the namespace at once, racing the command's own
+  handler (seen: a `trap ... TERM` never ran; returncode -2/-15, the command's status
+  lost). Hence the /bin/sh prefix: bwrap runs with INT, QUIT and TERM ignored, and
+  /usr/bin/env (coreutils >= 9.0) restores them to default for the command. Then a
+  SIGINT or SIGTERM to the group reaches only the command (and its children still in
+  the group); its handler runs and its exit status passes through; SIGKILL to the group
+  kills the outer bwrap, and with it the namespace. SIGHUP is left alone: closing a PTY
+  master hangs up the outer bwrap (the session leader) and so ends everything.
+- The same env also resets SIGPIPE and SIGXFSZ: Python ignores them and ptyprocess
+  (unlike subprocess) passes that on; without it `yes | head -1` on a PTY printed
+  "yes: standard output: Broken pipe".
+- Death of the spawner: SIGKILL of the outer bwrap, or of the process that spawned it,
+  empties the namespace within milliseconds (its init is again left, a zombie, to the
+  host's PID 1). Caveat: PR_SET_PDEATHSIG follows
+  the spawning *thread*; bwrap spawned from a thread that later exits is SIGKILLed then.
+  Spawn from the event-loop thread. bwrap sets it only once running, so a spawner killed
+  in that first millisecond leaves it running: keep a watchdog on the group as well.
+- As root, bwrap keeps every capability unless told otherwise: without `--cap-drop ALL`
+  `mount -o remount,rw /` inside the sandbox succeeded and a write reached the host
+  disk. READ_ONLY and WORKSPACE drop them all; OFF keeps what the user has.
+- Always: no_new_privs is set and every bind is nosuid, so setuid programs (sudo, su)
+  gain nothing, even in OFF mode. As non-root bwrap adds a user namespace by itself.
+- A read-only bind does not stop connecting to Unix sockets on it, and a network
+  namespace does not cover filesystem sockets: with only `--ro-bind / /
+  --unshare-net`, a socket under /run accepted a connection from inside. So READ_ONLY
+  hides /run (docker, D-Bus, systemd, /run/user/UID) under a tmpfs, as /tmp (X11, ssh
+  agents). Sockets elsewhere stay reachable. WORKSPACE keeps /run so DNS works where
+  /etc/resolv.conf links into it (systemd-resolved), which also leaves those sockets
+  (and, with the host's network namespace, abstract sockets) reachable.
+- /dev (`--dev`) is a fresh tmpfs with null, zero, full, random, urandom, tty, a new
+  devpts and an empty, writable /dev/shm: POSIX shared memory works but is private per
+  command. Because devpts is new, ttyname() is wrong: `tty` printed /dev/console (the
+  PTY itself works). OFF binds the host's /dev.
+- /tmp, /dev (so /dev/shm) and, in READ_ONLY, /run are new tmpfs mounts per command:
+  files there do not last from one command to the next; they are memory-backed and
+  unsized. DNS: `getent hosts pypi.org` resolved in WORKSPACE, not in READ_ONLY.
+- HOME is read-only unless it lies within the cwd: caches (pip, npm, cargo, go) fail to
+  write in WORKSPACE.
+- A cwd under /tmp or /run stays visible: it is bound after the tmpfs, and bwrap makes
+  its parent directories in the tmpfs (private, writable, discarded).
+- Inside the namespace getpgid()/getsid() return 0 (the group's leader, the outer bwrap,
+  is outside it): `ps -o pgid` shows 0. But `kill 0` still signals the whole group,
+  members outside the namespace included: spawned without a new session, a `kill -TERM
+  0` inside killed the spawning Python and its shell. Always spawn with
+  start_new_session=True (ptyprocess does setsid itself); then the group is only the
+  outer bwrap (which ignores INT and TERM) and the sandbox.
+- OFF with root's capabilities can `umount -l /proc` and see the host's processes (in
+  WORKSPACE: "must be superuser"); OFF contains accidents (leftover daemons), not a
+  hostile root. No mode stops a command from asking a daemon outside (cron, systemd,
+  docker, ssh) to run something for it. In WORKSPACE the cwd's
+  .git (hooks, config) is writable: whatever the host later runs from there is not
+  sandboxed.
+
+Using it: `probe()` once (it blocks for a few ms: call it via asyncio.to_thread at start),
+`require(status)` before each command, then spawn `wrap(...)` as before, from the
+event-loop thread, as a new session's leader. The group id is still the spawned pid and
+a staged stop still works: SIGINT, then SIGTERM, reach the command as they would without
+the sandbox, and SIGKILL to the group ends the namespace.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.values import Sandbox
+
+PROBE_TIMEOUT = 10.0  # seconds the self-test may take
+
+# Runs on the host as the spawned process: ignored dispositions survive exec, so bwrap
+# (which forwards nothing) is not killed by the group's SIGINT/SIGTERM of a staged stop.
+_IGNORE_IN_BWRAP = ["/bin/sh", "-c", 'trap "" INT QUIT TERM; exec "$0" "$@"']
+# Runs inside, as the command's parent-by-exec: undo the above, and what Python ignores.
+_RESTORE_IN_COMMAND = ["/usr/bin/env", "--default-signal=INT,QUIT,TERM,PIPE,XFSZ", "--"]
+# bwrap's own mounts live there; a cwd bound on top would hide or expose them.
+_NO_CWD_UNDER = ("/proc", "/dev", "/sys")
+
+
+# The one definition of the modes lives with the other shared values.
+SandboxMode = Sandbox
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    available: bool
+    reason: str | None  # why not, and how to fix it
+    bwrap: str | None  # path used
+
+
+class SandboxUnavailable(Exception):
+    """A command was refused because it cannot be contained; running it bare could leave
+    processes behind and bypass the session's policy."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        reason = self.reason.rstrip(".")
+        return (
+            f"The command was NOT run: the command sandbox (bubblewrap) is unavailable. "
+            f"{reason}. Every sandbox mode, 'off' included, needs bwrap: it keeps the "
+            f"command's processes from outliving it."
+        )
+
+
+def require(status: SandboxStatus) -> str:
+    """The bwrap path to pass to `wrap`, or SandboxUnavailable with the reason."""
+    if not status.available or status.bwrap is None:
+        raise SandboxUnavailable(status.reason or "bwrap did not pass its self-test")
+    return status.bwrap
+
+
+def _is_under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + "/")
+
+
+def wrap(argv: Sequence[str], *, mode: SandboxMode, cwd: str, bwrap: str = "bwrap") -> list[str]:
+    """The argv that runs `argv` in `cwd` under `mode`; spawn it as the group leader.
+
+    Runs nothing and checks nothing on disk beyond realpath: a symlinked cwd binds, and
+    starts in, the real directory.
+    """
+    if not argv:
+        raise ValueError("empty argv")
+    if "=" in argv[0]:
+        raise ValueError(f"argv[0] {argv[0]!r} contains '=': env would take it for a variable")
+    if not os.path.isabs(cwd):
+        raise ValueError(f"cwd must be an absolute path, got {cwd!r}")
+    real = os.path.realpath(cwd)
+    args = ["--die-with-parent", "--unshare-pid"]
+    if mode is SandboxMode.OFF:
+        args += ["--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+    else:
+        if any(_is_under(real, top) for top in _NO_CWD_UNDER):
+            raise ValueError(f"refusing a sandboxed cwd under /proc, /dev or /sys: {real}")
+        if mode is SandboxMode.WORKSPACE and real == "/":
+            raise ValueError("a workspace of / would make everything writable: use mode off")
+        if mode is SandboxMode.READ_ONLY:
+            args += ["--unshare-net"]
+        args += ["--unshare-ipc", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--tmpfs", "/tmp"]
+        if mode is SandboxMode.READ_ONLY:
+            args += ["--tmpfs", "/run"]  # host sockets; DNS is moot without a network
+        if real != "/":  # after the tmpfs mounts, so a cwd under /tmp or /run stays visible
+            args += ["--bind" if mode is SandboxMode.WORKSPACE else "--ro-bind", real, real]
+        args += ["--dev", "/dev", "--proc", "/proc"]
+    args += ["--chdir", real, "--"]
+    return [*_IGNORE_IN_BWRAP, bwrap, *args, *_RESTORE_IN_COMMAND, *argv]
+
+
+# bwrap's own words for the usual failures (0.8.0), and what to do about each.
+_HINTS = (
+    (
+        ("namespace", "uid map", "gid map"),
+        "the kernel refused to create namespaces: allow unprivileged user namespaces "
+        "(Debian: sysctl kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: an AppArmor "
+        "profile for bwrap, or sysctl kernel.apparmor_restrict_unprivileged_userns=0), "
+        "or, in a container, allow nested namespaces",
+    ),
+    (
+        ("can't mount", "failed to make", "mount"),
+        "mounting inside the sandbox was refused, typically by a container runtime: run "
+        "the sidecar where new mount namespaces may mount proc and tmpfs",
+    ),
+    (
+        ("loopback", "rtm_newaddr"),
+        "setting up a private network was refused, typically by a container runtime: "
+        "allow network namespaces",
+    ),
+    (
+        ("default-signal",),
+        "/usr/bin/env is older than coreutils 9.0 and cannot restore signal handling: "
+        "upgrade coreutils",
+    ),
+)
+
+
+def _failure_reason(path: str, returncode: int, stderr: str) -> str:
+    text = " ".join(stderr.split())[-400:] or "no error output"
+    lowered = text.lower()
+    hint = next(
+        (hint for needles, hint in _HINTS if any(needle in lowered for needle in needles)),
+        "fix the error above, or install a working bubblewrap (Debian package bubblewrap)",
+    )
+    return f"bwrap at {path} failed its self-test (exit {returncode}): {text}; {hint}"
+
+
+@functools.cache
+def _self_test(path: str) -> SandboxStatus:
+    argv = wrap(["true"], mode=SandboxMode.READ_ONLY, cwd="/", bwrap=path)
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=PROBE_TIMEOUT,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        reason = f"bwrap at {path} did not finish its self-test within {PROBE_TIMEOUT:g} s"
+        return SandboxStatus(False, reason, path)
+    except OSError as exc:
+        return SandboxStatus(False, f"bwrap at {path} could not be started: {exc}", path)
+    if done.returncode != 0:
+        stderr = done.stderr.decode(errors="replace")
+        return SandboxStatus(False, _failure_reason(path, done.returncode, stderr), path)
+    return SandboxStatus(True, None, path)
+
+
+def probe(bwrap: str | None = None) -> SandboxStatus:
+    """Whether commands can be sandboxed, by running bwrap once with every feature `wrap`
+    uses (blocking, ~10 ms; cached per path, so a fix needs a restart to be noticed).
+
+    `bwrap` is a path or a name looked up on PATH; None means "bwrap".
+    """
+    name = bwrap or "bwrap"
+    path = shutil.which(name)
+    if path is None:
+        where = name if os.sep in name else f"{name} on PATH"
+        reason = (
+            f"bwrap not found ({where}): install the Debian package bubblewrap "
+            f"(apt install bubblewrap)"
+        )
+        return SandboxStatus(False, reason, None)
+    return _self_test(path)

@@ -1,0 +1,62 @@
+"""One live runtime's view of the manager, for its HTTP listener.
+
+The listener translates HTTP into calls on this object; each call goes through the
+manager (shutdown, busy and liveness rules live there once) and only reaches the
+generation the listener belongs to: a listener never acts on a later runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from sidecar.agent.outcome import TurnOutcome
+from sidecar.core.approvals import Pending
+from sidecar.core.events import EventStream
+from sidecar.core.views import SessionView, TerminalSize
+from sidecar.domain.events import Origin
+from sidecar.domain.records import SessionRecord
+from sidecar.domain.transcript import Entry
+
+if TYPE_CHECKING:
+    from sidecar.core.manager import SessionManager
+
+
+class SessionEndpoint:
+    def __init__(
+        self, manager: SessionManager, session_id: str, generation: int, events: EventStream
+    ) -> None:
+        self._manager = manager
+        self.session_id = session_id
+        self.generation = generation
+        self.events = events
+
+    async def view(self) -> SessionView:
+        return await self._manager.view(self.session_id)
+
+    def start_send(self, text: str) -> asyncio.Task[TurnOutcome]:
+        """Start a turn now (its lock taken before this returns); the task runs it."""
+        return self._manager.start_prompt(
+            self.session_id, text, Origin.HTTP, generation=self.generation
+        )
+
+    async def abort(self) -> bool:
+        return await self._manager.cancel(self.session_id, generation=self.generation)
+
+    async def messages(self, offset: int, limit: int) -> tuple[list[tuple[int, Entry]], int]:
+        return await self._manager.messages(self.session_id, offset, limit)
+
+    async def resize(self, rows: int, cols: int) -> TerminalSize:
+        return await self._manager.resize(self.session_id, rows, cols, generation=self.generation)
+
+    async def pending(self) -> list[Pending]:
+        _, pending = await self._manager.settings.permissions(self.session_id)
+        return pending
+
+    async def answer(self, call_id: str, option_id: str) -> None:
+        await self._manager.settings.answer_permission(
+            self.session_id, call_id, option_id, generation=self.generation
+        )
+
+    def view_of(self, record: SessionRecord) -> SessionView:
+        return self._manager.view_of(record)

@@ -1,0 +1,70 @@
+"""Keeping this process's leases alive, and noticing the ones it lost.
+
+Every lease this process holds is renewed in one statement every third of the lease
+time, whatever their number. A session another process took over meanwhile (after we
+were frozen past the expiry, say) is not in the renewed set any more: its runtime here
+is dropped, unwritten (its writes would be fenced anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from sidecar.core.leases import Leases
+from sidecar.core.registry import RuntimeRegistry
+from sidecar.domain.errors import SidecarError
+from sidecar.domain.records import now
+from sidecar.store.base import SessionStore
+
+if TYPE_CHECKING:
+    from sidecar.core.runtime import SessionRuntime
+
+log = logging.getLogger(__name__)
+
+
+class LeaseRenewal:
+    def __init__(
+        self,
+        store: SessionStore,
+        leases: Leases,
+        registry: RuntimeRegistry[SessionRuntime],
+        drop: Callable[[SessionRuntime], Coroutine[Any, Any, None]],
+    ) -> None:
+        self._store = store
+        self._leases = leases
+        self._registry = registry
+        self._drop = drop
+        self._task: asyncio.Task[None] | None = None
+        self._dropping: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._forever(), name="leases")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._leases.ttl / 3)
+            await self.renew_once()
+
+    async def renew_once(self) -> None:
+        try:
+            held = await self._store.renew_leases(self._leases.owner, self._leases.expiry(now()))
+        except SidecarError as exc:
+            log.error("renewing leases failed: %s", exc)
+            return
+        for runtime in self._registry:
+            if runtime.session_id not in held and not runtime.closed and not runtime.superseded:
+                log.warning(
+                    "session %s was taken over elsewhere; stopping here", runtime.session_id
+                )
+                runtime.superseded = True
+                task = asyncio.create_task(self._drop(runtime))
+                self._dropping.add(task)
+                task.add_done_callback(self._dropping.discard)

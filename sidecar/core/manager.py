@@ -1,0 +1,413 @@
+"""The sidecar's control plane: create, resume, close, delete, fork, list, reconcile, shut down.
+
+The manager is the only one that knows which sessions are live in this process (its
+runtime registry); the store only knows what was last observed. Entry points (the ACP
+and HTTP edges) call the manager; they never set a status themselves. Lifecycle
+operations on one session run one at a time, in the order they arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from dataclasses import dataclass
+
+from protocol.values import Approval, Backend, Mode, Sandbox, Status
+from sidecar.agent.outcome import TurnOutcome
+from sidecar.core.endpoint import SessionEndpoint
+from sidecar.core.events import EventHub
+from sidecar.core.lease_renewal import LeaseRenewal
+from sidecar.core.leases import Leases
+from sidecar.core.registry import KeyedLock, RuntimeRegistry
+from sidecar.core.runtime import RuntimeDeps, SessionRuntime
+from sidecar.core.settings import SessionSettings
+from sidecar.core.views import Awaiting, CompactionOutcome, SessionView, TerminalSize
+from sidecar.domain.errors import (
+    InvalidInput,
+    InvalidState,
+    LeaseHeld,
+    RuntimeLive,
+    SessionNotLive,
+    ShuttingDown,
+    SidecarError,
+)
+from sidecar.domain.events import Origin, StateChanged
+from sidecar.domain.records import LIVE_STATES, SessionRecord, check_transition, now
+from sidecar.domain.transcript import Entry, from_row
+
+log = logging.getLogger(__name__)
+
+FORK_TITLE_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class NewSession:
+    cwd: str  # absolute (the edge checked); the manager checks it exists
+    mode: Mode = Mode.CRAFT
+    backend: Backend = Backend.PIPE
+    title: str = "Untitled session"
+    approval: Approval = Approval.ASK
+    sandbox: Sandbox | None = None  # None: the mode's default
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerDeps:
+    runtime: RuntimeDeps
+    events: EventHub
+    leases: Leases
+    model_name: str | None = None
+
+
+def _existing_dir(cwd: str) -> str:
+    if not os.path.isdir(cwd):
+        raise InvalidInput("cwd", f"no such directory: {cwd}")
+    return os.path.normpath(cwd)
+
+
+class SessionManager:
+    def __init__(self, deps: ManagerDeps) -> None:
+        self._deps = deps
+        self.store = deps.runtime.store
+        self.events = deps.events
+        self._leases = deps.leases
+        self._registry: RuntimeRegistry[SessionRuntime] = RuntimeRegistry()
+        self.locks = KeyedLock()
+        self._shutting_down = False
+        self.settings = SessionSettings(self)
+        self._renewal = LeaseRenewal(
+            self.store, self._leases, self._registry, self._close_superseded
+        )
+        status = deps.runtime.sandbox
+        self._sandbox_problem = None if status.available else status.reason
+
+    # ---- queries -------------------------------------------------------------------------
+
+    def runtime(self, session_id: str) -> SessionRuntime | None:
+        """This process's live runtime of the session, if any."""
+        runtime = self._registry.get(session_id)
+        return runtime if runtime is not None and not runtime.closed else None
+
+    def view_of(self, record: SessionRecord) -> SessionView:
+        problem = self._sandbox_problem
+        runtime = self.runtime(record.session_id)
+        if runtime is not None:
+            waiting = next(iter(runtime.approvals.pending.values()), None)
+            awaiting = None
+            if waiting is not None:
+                request = waiting.request
+                awaiting = Awaiting(request.call_id, request.title, waiting.since)
+            return SessionView(record, True, runtime.url, runtime.token, None, awaiting, problem)
+        holder = self._leases.holder(record, now())
+        return SessionView(record, False, None, None, holder, None, problem)
+
+    async def view(self, session_id: str) -> SessionView:
+        return self.view_of(await self.store.get(session_id))
+
+    async def list_page(
+        self, *, cwd: str | None, cursor: int | None, limit: int
+    ) -> tuple[list[SessionView], int | None]:
+        records, next_cursor = await self.store.list_page(cwd=cwd, cursor=cursor, limit=limit)
+        return [self.view_of(record) for record in records], next_cursor
+
+    async def messages(
+        self, session_id: str, offset: int, limit: int
+    ) -> tuple[list[tuple[int, Entry]], int]:
+        """A page of the transcript as (index, entry), and the total."""
+        total = (await self.store.get(session_id)).message_count
+        rows = await self.store.messages(session_id, offset, limit)
+        return [(offset + i, from_row(row)) for i, row in enumerate(rows)], total
+
+    def live_ids(self) -> list[str]:
+        return self._registry.ids()
+
+    # ---- leases and reconciliation -------------------------------------------------------
+
+    def _orphaned(self, record: SessionRecord) -> bool:
+        """Live-looking, but no process runs it: none of ours, and its lease holder is gone."""
+        return record.session_id not in self._registry and self._leases.orphaned(record, now())
+
+    async def claimable(self, session_id: str, action: str) -> SessionRecord:
+        """The record, with orphaned live state reconciled (this row only); LeaseHeld if a
+        live sidecar elsewhere runs it."""
+        record = await self.store.get(session_id)
+        if record.status in LIVE_STATES and session_id not in self._registry:
+            holder = self._leases.holder(record, now())
+            if holder is not None:
+                raise LeaseHeld(session_id, action, holder)
+            record = await self.store.reconcile_one(session_id, self._orphaned)
+            self.events.publish(session_id, StateChanged(record))
+        return record
+
+    async def reconcile(self) -> list[SessionRecord]:
+        """Start-up: records left live by processes that are gone become closed; those a
+        live sidecar elsewhere holds are left alone."""
+        changed = await self.store.reconcile_orphans(self._orphaned)
+        for record in changed:
+            log.info(
+                "reconciled session %s: closed%s",
+                record.session_id,
+                " (turn interrupted)" if record.interrupted else "",
+            )
+        return changed
+
+    def start_lease_renewal(self) -> None:
+        self._renewal.start()
+
+    async def _close_superseded(self, runtime: SessionRuntime) -> None:
+        """Another process took the session over: drop our runtime, writing nothing."""
+        runtime.superseded = True
+        try:
+            async with self.locks.hold(runtime.session_id):
+                await self._close_runtime(runtime)
+        except SidecarError as exc:  # e.g. the session was deleted by the new holder
+            log.info("session %s: superseded runtime closed (%s)", runtime.session_id, exc)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def _refuse_if_shutting_down(self) -> None:
+        if self._shutting_down:
+            raise ShuttingDown()
+
+    def _new_record(self, cwd: str, mode: Mode, backend: Backend, title: str) -> SessionRecord:
+        created = now()
+        return SessionRecord(
+            session_id=f"sess_{uuid.uuid4().hex}",
+            cwd=cwd,
+            title=title,
+            mode=mode,
+            backend=backend,
+            status=Status.CREATING,
+            generation=1,
+            created_at=created,
+            updated_at=created,
+            model=self._deps.model_name,
+            lease_owner=self._leases.owner,
+            lease_expires=self._leases.expiry(created),
+        )
+
+    async def create(self, spec: NewSession) -> SessionView:
+        self._refuse_if_shutting_down()
+        record = self._new_record(
+            _existing_dir(spec.cwd), spec.mode, spec.backend, spec.title
+        ).replace(approval=spec.approval, sandbox=spec.sandbox)
+        async with self.locks.hold(record.session_id):
+            await self.store.insert(record)
+            return await self._start(record)
+
+    async def resume(self, session_id: str) -> SessionView:
+        self._refuse_if_shutting_down()
+        async with self.locks.hold(session_id):
+            return await self._resume(session_id)
+
+    async def load(self, session_id: str) -> SessionView:
+        """The session live in this process: resumed unless it already is (no new generation;
+        a generation in error is replaced, as resume does)."""
+        self._refuse_if_shutting_down()
+        async with self.locks.hold(session_id):
+            runtime = self.runtime(session_id)
+            if runtime is not None and runtime.status is not Status.ERROR:
+                return self.view_of(await self.store.get(session_id))
+            return await self._resume(session_id)
+
+    async def _recover(self, session_id: str) -> SessionRuntime:
+        """A session in error (its runtime failed, or never started) gets a new generation
+        before the next prompt runs: the failed one is closed, the record keeps its
+        history, lastError is cleared."""
+        async with self.locks.hold(session_id):
+            runtime = self.runtime(session_id)
+            if runtime is None or runtime.status is Status.ERROR:
+                record = await self.store.get(session_id)
+                failed = runtime is not None or record.status is Status.ERROR
+                if failed:
+                    log.info("session %s: recovering from error before the prompt", session_id)
+                    await self._resume(session_id)
+        return await self.live(session_id, "prompt")
+
+    async def _resume(self, session_id: str) -> SessionView:
+        failed = self._registry.get(session_id)
+        if failed is not None and failed.status is Status.ERROR and not failed.closed:
+            # A provider failure left this generation in error. ACP has no error state and
+            # no client knows it must close and resume: recovering is ours to do (close the
+            # failed generation; the new one starts below, lastError cleared).
+            await self._close_runtime(failed)
+        if self.runtime(session_id) is not None:
+            raise RuntimeLive(session_id, "resume")
+        record = await self.claimable(session_id, "resume")
+        if record.status is Status.ERROR:
+            # error -> closing -> closed -> resume: the table's path, with no runtime to stop.
+            record = await self._close_without_runtime(record)
+        if record.status in LIVE_STATES:
+            raise RuntimeLive(session_id, "resume")
+        check_transition(session_id, record.status, Status.CREATING)
+        record = await self.store.begin_generation(
+            session_id,
+            record.generation,
+            lease_owner=self._leases.owner,
+            lease_expires=self._leases.expiry(now()),
+        )
+        return await self._start(record)
+
+    async def _start(self, record: SessionRecord) -> SessionView:
+        stream = self.events.stream(record.session_id)
+        runtime = SessionRuntime(record, self._deps.runtime, stream)
+        self._registry.add(runtime)
+        stream.publish(StateChanged(record))
+        endpoint = SessionEndpoint(self, record.session_id, record.generation, stream)
+        try:
+            await runtime.start(endpoint)
+        except BaseException:
+            # RuntimeFailed (the record says error) or worse: either way nothing is live.
+            self._registry.remove(runtime)
+            raise
+        return self.view_of(runtime.record)
+
+    async def close(self, session_id: str) -> SessionView:
+        async with self.locks.hold(session_id):
+            runtime = self._registry.get(session_id)
+            if runtime is not None:
+                await self._close_runtime(runtime)
+                return await self.view(session_id)
+            record = await self.claimable(session_id, "close")
+            if record.status is Status.CLOSED:
+                return self.view_of(record)  # idempotent: nothing changes
+            if record.status is Status.ERROR:
+                return self.view_of(await self._close_without_runtime(record))
+            raise InvalidState(
+                f"session {session_id} is {record.status.value} but has no runtime in this sidecar"
+            )
+
+    async def _close_runtime(self, runtime: SessionRuntime) -> None:
+        try:
+            await runtime.close()
+        finally:
+            self._registry.remove(runtime)
+
+    async def _close_without_runtime(self, record: SessionRecord) -> SessionRecord:
+        for status in (Status.CLOSING, Status.CLOSED):
+            check_transition(record.session_id, record.status, status)
+            if status is Status.CLOSED:
+                record = await self.store.update(
+                    record.session_id,
+                    record.generation,
+                    status=status,
+                    lease_owner=None,
+                    lease_expires=None,
+                )
+            else:
+                record = await self.store.update(
+                    record.session_id, record.generation, status=status
+                )
+            self.events.publish(record.session_id, StateChanged(record))
+        return record
+
+    async def fork(self, session_id: str, cwd: str) -> SessionView:
+        """A new session (new id, generation 1) with a copy of the transcript so far; of a
+        running session, up to its last completed turn."""
+        self._refuse_if_shutting_down()
+        source = await self.store.get(session_id)
+        upto, turns = source.message_count, source.turns
+        runtime = self.runtime(session_id)
+        if runtime is not None and runtime.turns.before_turn is not None:
+            upto, turns = runtime.turns.before_turn
+        keeps_summary = source.summary_index is not None and source.summary_index < upto
+        record = self._new_record(
+            _existing_dir(cwd),
+            source.mode,
+            source.backend,
+            f"{source.title} (fork)"[:FORK_TITLE_MAX],
+        ).replace(
+            model=source.model,
+            forked_from=session_id,
+            context_from=source.context_from if keeps_summary else 0,
+            summary_index=source.summary_index if keeps_summary else None,
+            turns=turns,
+            approval=source.approval,
+            sandbox=source.sandbox,
+            rules=source.rules,
+            mcp_servers=source.mcp_servers,
+        )
+        async with self.locks.hold(record.session_id):
+            return await self._start(await self.store.fork(session_id, record, upto))
+
+    async def delete(self, session_id: str) -> None:
+        async with self.locks.hold(session_id):
+            if self._registry.get(session_id) is not None:
+                raise RuntimeLive(session_id, "delete")
+            record = await self.claimable(session_id, "delete")
+            if record.status in LIVE_STATES:
+                raise RuntimeLive(session_id, "delete")
+            await self.store.delete(session_id)
+            self.events.forget(session_id)
+
+    # ---- turns and settings --------------------------------------------------------------
+
+    async def live(
+        self, session_id: str, action: str, generation: int | None = None
+    ) -> SessionRuntime:
+        """The live runtime (of `generation`, when given); an unknown id is SessionNotFound,
+        a known one without a runtime here SessionNotLive."""
+        runtime = self.runtime(session_id)
+        if runtime is None and generation is None:
+            await self.store.get(session_id)
+        if runtime is None or (generation is not None and runtime.generation != generation):
+            raise SessionNotLive(session_id, action)
+        return runtime
+
+    async def prompt(
+        self, session_id: str, text: str, origin: Origin, *, generation: int | None = None
+    ) -> TurnOutcome:
+        self._refuse_if_shutting_down()
+        runtime = self.runtime(session_id)
+        if generation is None and (runtime is None or runtime.status is Status.ERROR):
+            runtime = await self._recover(session_id)
+        else:
+            runtime = await self.live(session_id, "prompt", generation)
+        return await runtime.turns.prompt(text, origin)
+
+    def start_prompt(
+        self, session_id: str, text: str, origin: Origin, *, generation: int
+    ) -> asyncio.Task[TurnOutcome]:
+        """A turn of one runtime generation (the HTTP listener's), its lock taken before
+        this returns: an abort right behind it finds the turn. No recovery here: a
+        generation's own endpoint never starts another."""
+        self._refuse_if_shutting_down()
+        runtime = self.runtime(session_id)
+        if runtime is None or runtime.generation != generation:
+            raise SessionNotLive(session_id, "prompt")
+        return runtime.turns.start_prompt(text, origin)
+
+    async def cancel(self, session_id: str, *, generation: int | None = None) -> bool:
+        """True if a turn was running (or starting) and is now being cancelled."""
+        try:
+            runtime = await self.live(session_id, "cancel", generation)
+        except SessionNotLive:
+            return False
+        return runtime.turns.abort()
+
+    async def compact(self, session_id: str, keep_turns: int) -> CompactionOutcome:
+        self._refuse_if_shutting_down()
+        runtime = await self.live(session_id, "compact")
+        return await runtime.turns.compact(keep_turns)
+
+    async def resize(
+        self, session_id: str, rows: int, cols: int, *, generation: int | None = None
+    ) -> TerminalSize:
+        return (await self.live(session_id, "resize", generation)).resize(rows, cols)
+
+    # ---- the process ---------------------------------------------------------------------
+
+    async def shutdown(self) -> None:
+        """Close every live runtime (records kept). Used on stdin EOF, signals, _sidecar/shutdown."""
+        self._shutting_down = True
+        self._renewal.stop()
+        # Loop: a create or resume already in flight may register one more runtime.
+        while ids := self._registry.ids():
+            results = await asyncio.gather(*(self.close(i) for i in ids), return_exceptions=True)
+            for session_id, result in zip(ids, results, strict=True):
+                if isinstance(result, BaseException):
+                    log.error("closing session %s at shutdown failed: %s", session_id, result)
+                    runtime = self._registry.get(session_id)
+                    if runtime is not None:
+                        self._registry.remove(runtime)

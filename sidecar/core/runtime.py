@@ -1,0 +1,261 @@
+"""One runtime generation of one session: everything disposable lives here.
+
+A `SessionRuntime` owns its listener, token, provider client, terminal and turn runner
+for one generation and is never revived: resume makes a new one. Every write it makes
+goes through the store with its generation, so a superseded or closed runtime cannot
+change the record. Its turns (and compactions) live in `TurnRunner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from typing_extensions import Unpack
+
+from protocol.values import Approval, Backend, Mode, Sandbox, Status
+from sidecar.agent import sandbox
+from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.backends.pipe import run_command
+from sidecar.agent.backends.pty import Terminal, run_command_pty
+from sidecar.agent.providers.base import Provider
+from sidecar.agent.sandbox import SandboxMode, SandboxStatus
+from sidecar.core.approvals import ApprovalDesk, Asker
+from sidecar.core.events import EventStream
+from sidecar.core.ports import Listener, ListenerFactory, ProviderFactory
+from sidecar.core.turns import TurnRunner
+from sidecar.core.views import TerminalSize
+from sidecar.domain.errors import InvalidState, RuntimeFailed, StaleGeneration, StoreError
+from sidecar.domain.events import ModeChanged, StateChanged
+from sidecar.domain.records import SessionRecord, check_transition, effective_sandbox
+from sidecar.domain.rules import Rule, rules_to_json
+from sidecar.domain.transcript import Entry, to_row
+from sidecar.store.base import RecordChanges, SessionStore
+
+if TYPE_CHECKING:
+    from sidecar.core.endpoint import SessionEndpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeDeps:
+    store: SessionStore
+    make_provider: ProviderFactory
+    limits: CommandLimits
+    open_listener: ListenerFactory | None = None  # None: no HTTP endpoint
+    context_budget: int = 0  # characters of provider context before compaction; 0: never
+    # Whether commands can be contained (bubblewrap); probed once at start.
+    sandbox: SandboxStatus = field(default_factory=sandbox.probe)
+    asker: Asker | None = None  # asks the stdio client for consent; None: nobody to ask
+
+
+class SessionRuntime:
+    def __init__(self, record: SessionRecord, deps: RuntimeDeps, events: EventStream) -> None:
+        self._session_id = record.session_id
+        self._generation = record.generation
+        self.cwd = record.cwd
+        self.backend = record.backend
+        self.mode = record.mode
+        self.status = record.status
+        self.limits = deps.limits
+        self.events = events
+        self.record = record  # as this runtime last wrote it
+        self.terminal = Terminal()  # fresh per generation: PTY descriptors are never persisted
+        self.token = secrets.token_urlsafe(32)
+        self.listener: Listener | None = None
+        self.superseded = False
+        self.store: SessionStore = deps.store
+        self._deps = deps
+        self._provider: Provider | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self.turns = TurnRunner(self, deps.context_budget)
+        self.approvals = ApprovalDesk(self, deps.asker)
+
+    @property
+    def session_id(self) -> str:
+        return self._session_id
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            raise InvalidState(f"session {self.session_id}: runtime not started")
+        return self._provider
+
+    @property
+    def url(self) -> str | None:
+        return self.listener.url if self.listener else None
+
+    @property
+    def closed(self) -> bool:
+        return self._close_task is not None
+
+    # ---- state -------------------------------------------------------------------------
+
+    async def transition(
+        self, new: Status, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
+    ) -> SessionRecord:
+        """The runtime's one way to change its state: fenced write, then one event."""
+        check_transition(self.session_id, self.status, new)
+        row = None if append is None else to_row(append)
+        payload: RecordChanges = {**changes, "status": new}
+        try:
+            record = await self.store.update(
+                self.session_id, self.generation, append=row, **payload
+            )
+        except StaleGeneration:
+            self.superseded = True
+            raise
+        self.status = new
+        self.record = record
+        self.events.publish(StateChanged(record))
+        return record
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    async def start(self, endpoint: SessionEndpoint) -> None:
+        """creating -> idle, or -> error with last_error if a resource cannot be had."""
+        try:
+            self._provider = self._deps.make_provider(self.record)
+            if self._deps.open_listener is not None:
+                self.listener = await self._deps.open_listener(endpoint, self.token)
+        except Exception as exc:
+            log.warning("session %s: runtime failed to start: %s", self.session_id, exc)
+            await self._release()
+            reason = str(exc) or type(exc).__name__
+            await self.transition(
+                Status.ERROR,
+                last_error=f"runtime failed to start: {reason}",
+                lease_owner=None,
+                lease_expires=None,
+            )
+            raise RuntimeFailed(self.session_id, reason) from exc
+        if self.closed:
+            # Closed while the listener was being opened: close owns the state; free what
+            # arrived after it released everything.
+            await self._release()
+            raise InvalidState(f"session {self.session_id} was closed while starting")
+        await self.transition(Status.IDLE)
+
+    async def close(self) -> None:
+        """Cancel the turn, release everything, then write closed. Idempotent."""
+        if self._close_task is None:
+            self._close_task = asyncio.create_task(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        """Staged: closing is written first, the runtime's resources are released whatever
+        happens (even if the store cannot be written), and closed is written last."""
+        writable = not self.superseded
+        failure: StoreError | None = None
+        if writable:
+            try:
+                await self.transition(Status.CLOSING)
+            except StaleGeneration:
+                writable = False
+            except StoreError as exc:
+                failure = exc
+        try:
+            await self.turns.stop()
+        finally:
+            await self._release()
+        if writable and failure is None:
+            try:
+                await self.transition(Status.CLOSED, lease_owner=None, lease_expires=None)
+            except StaleGeneration:
+                pass
+            except StoreError as exc:
+                failure = exc
+        self.events.end_subscriptions()
+        if failure is not None:
+            log.error(
+                "session %s: released, but the store refused the write: %s",
+                self.session_id,
+                failure,
+            )
+            raise failure
+
+    async def _release(self) -> None:
+        provider, self._provider = self._provider, None
+        try:
+            if provider is not None:
+                await provider.aclose()
+        except Exception:
+            log.exception("session %s: closing the provider client failed", self.session_id)
+        listener, self.listener = self.listener, None
+        if listener is not None:
+            await listener.stop()  # last: the endpoint answers until the runtime is gone
+
+    # ---- settings and commands -------------------------------------------------------------
+
+    async def set_mode(self, mode: Mode) -> None:
+        if self.status is not Status.IDLE or self.turns.busy:
+            raise InvalidState(
+                f"session {self.session_id} is {self.status.value}: the mode changes only while idle"
+            )
+        self.record = await self.store.update(self.session_id, self.generation, mode=mode)
+        self.mode = mode
+        self.events.publish(ModeChanged(mode))
+
+    async def set_model(self, model: str) -> None:
+        """The session's model: stored (a resumed session keeps it), used from the next
+        model call on."""
+        if self.status is not Status.IDLE or self.turns.busy:
+            raise InvalidState(
+                f"session {self.session_id} is {self.status.value}: the model changes only while idle"
+            )
+        self.record = await self.store.update(self.session_id, self.generation, model=model)
+        self.provider.model = model
+
+    def resize(self, rows: int, cols: int) -> TerminalSize:
+        """The terminal size for this session's commands; running PTYs follow at once."""
+        self.terminal.resize(rows, cols)
+        return TerminalSize(rows, cols)
+
+    @property
+    def sandbox_mode(self) -> SandboxMode:
+        return effective_sandbox(self.mode, self.record.sandbox)
+
+    @property
+    def sandbox_problem(self) -> str | None:
+        status = self._deps.sandbox
+        return None if status.available else status.reason
+
+    async def set_rules(self, rules: tuple[Rule, ...]) -> None:
+        """Durable, for this and every later generation (and copied by fork)."""
+        self.record = await self.store.update(
+            self.session_id, self.generation, rules=rules_to_json(rules)
+        )
+
+    async def set_setting(
+        self, *, approval: Approval | None = None, sandbox: Sandbox | None = None
+    ) -> None:
+        if self.status is not Status.IDLE or self.turns.busy:
+            raise InvalidState(
+                f"session {self.session_id} is {self.status.value}: settings change only while idle"
+            )
+        changes: RecordChanges = {}
+        if approval is not None:
+            changes["approval"] = approval
+        if sandbox is not None:
+            changes["sandbox"] = sandbox
+        self.record = await self.store.update(self.session_id, self.generation, **changes)
+
+    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
+        """Run one command contained in its own PID namespace (bubblewrap), under the
+        session's sandbox mode. Raises SandboxUnavailable (nothing runs) without bwrap."""
+        bwrap = sandbox.require(self._deps.sandbox)
+        argv = sandbox.wrap(
+            ["bash", "-c", command], mode=self.sandbox_mode, cwd=self.cwd, bwrap=bwrap
+        )
+        if self.backend is Backend.PTY:
+            return await run_command_pty(argv, self.cwd, self.limits, self.terminal, on_output)
+        return await run_command(argv, self.cwd, self.limits, on_output)

@@ -1,0 +1,320 @@
+"""A runtime's turns and compactions: the turn lock, cancellation, and the agent's host.
+
+One turn (or compaction) at a time. Every prompt gets exactly one answer, whenever a
+cancel arrives: the work runs as an inner task under a supervisor task that is never
+cancelled itself, so the state is always put back (idle, or error with the reason)
+even when the cancel lands before the work took its first step. A cancel that comes
+while the turn is still being recorded as running is remembered and applied at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from protocol.values import Mode, Sandbox, Status, StopReason
+from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.context import ChatMessage, ProviderContext
+from sidecar.agent.loop import run_turn
+from sidecar.agent.outcome import TurnOutcome
+from sidecar.agent.providers.base import Provider, Usage
+from sidecar.agent.providers.offline import CHARS_PER_TOKEN
+from sidecar.agent.tools import system_prompt
+from sidecar.core import compaction
+from sidecar.core.views import CompactionOutcome
+from sidecar.domain.errors import (
+    InvalidState,
+    ProviderError,
+    SessionBusy,
+    StaleGeneration,
+    StoreError,
+)
+from sidecar.domain.events import (
+    Origin,
+    SessionEvent,
+    TitleChanged,
+    TurnEnded,
+    UsageUpdated,
+    UserMessageAdded,
+)
+from sidecar.domain.permissions import PermissionRequest, Verdict
+from sidecar.domain.records import DEFAULT_TITLE
+from sidecar.domain.titles import title_from
+from sidecar.domain.transcript import Entry, UserEntry, from_row, to_row
+from sidecar.store.base import RecordChanges
+
+if TYPE_CHECKING:
+    from sidecar.core.runtime import SessionRuntime
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class TurnRunner:
+    """Runs one runtime's turns; implements the agent loop's `TurnHost`."""
+
+    def __init__(self, runtime: SessionRuntime, context_budget: int) -> None:
+        self._runtime = runtime
+        self._context_budget = context_budget
+        self._supervisor: asyncio.Task[Any] | None = None
+        self._work: asyncio.Task[Any] | None = None
+        self._cancel_requested = False
+        self._context: ProviderContext | None = None
+        self._usage = Usage()  # of the running turn (or compaction)
+        # (transcript length, turns) when the running turn began: a fork copies up to here.
+        self.before_turn: tuple[int, int] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._supervisor is not None
+
+    # ---- starting, cancelling, stopping ----------------------------------------------------
+
+    async def prompt(self, text: str, origin: Origin) -> TurnOutcome:
+        """Run one turn. Shielded: a caller that goes away (an HTTP client hanging up) does
+        not cancel the turn; cancelling is `abort()`'s job."""
+        return await asyncio.shield(self.start_prompt(text, origin))
+
+    def start_prompt(self, text: str, origin: Origin) -> asyncio.Task[TurnOutcome]:
+        """Take the turn lock now (synchronously: a cancel that comes right behind finds
+        the turn) and return the task that runs it."""
+        cancelled = TurnOutcome("", StopReason.CANCELLED)
+
+        async def claim() -> None:
+            # The runtime is the session's one writer: its record has the turn count.
+            runtime = self._runtime
+            turn = runtime.record.turns + 1
+            entry = UserEntry(text, turn=turn)
+            titled = runtime.record.title == DEFAULT_TITLE
+            if titled:  # an untitled session is named after its first prompt, in one write
+                started = await runtime.transition(
+                    Status.RUNNING,
+                    append=entry,
+                    interrupted=False,
+                    turns=turn,
+                    title=title_from(text),
+                )
+            else:
+                started = await runtime.transition(
+                    Status.RUNNING, append=entry, interrupted=False, turns=turn
+                )
+            self.before_turn = (started.message_count - 1, turn - 1)
+            if self._context is not None:
+                self._context.append(started.message_count - 1, entry)
+            runtime.events.publish(UserMessageAdded(text, origin))
+            if titled:
+                runtime.events.publish(TitleChanged(started.title, started.updated_at))
+
+        return self._begin(claim, lambda: run_turn(self), cancelled)
+
+    async def compact(self, keep_turns: int) -> CompactionOutcome:
+        """`_session/compact`: summarize all but the last `keep_turns` turns, under the lock."""
+
+        async def claim() -> None:
+            started = await self._runtime.transition(Status.RUNNING)
+            self.before_turn = (started.message_count, started.turns)
+
+        async def work() -> CompactionOutcome:
+            return await compaction.compact(self, await self._ensure_context(), keep_turns)
+
+        cancelled = CompactionOutcome(compacted=False, cancelled=True)
+        return await asyncio.shield(self._begin(claim, work, cancelled))
+
+    def abort(self) -> bool:
+        """Cancel the running turn; True if there was one (or one was starting)."""
+        if self._supervisor is None:
+            return False
+        self._cancel_requested = True
+        if self._work is not None and not self._work.done():
+            self._work.cancel()
+        return True
+
+    async def stop(self) -> None:
+        """Cancel whatever runs and wait until its state is settled (close uses this)."""
+        supervisor = self._supervisor
+        if supervisor is not None:
+            self.abort()
+            await asyncio.gather(supervisor, return_exceptions=True)
+
+    def _begin(
+        self,
+        claim: Callable[[], Awaitable[None]],
+        work: Callable[[], Coroutine[Any, Any, T]],
+        on_cancel: T,
+    ) -> asyncio.Task[T]:
+        """The turn lock, taken synchronously (so a cancel right behind a prompt sees it)."""
+        runtime = self._runtime
+        if self._supervisor is not None:
+            raise SessionBusy(runtime.session_id)
+        if runtime.status is not Status.IDLE:
+            raise InvalidState(
+                f"session {runtime.session_id} is {runtime.status.value}: "
+                "a turn starts only from idle"
+            )
+        self._cancel_requested = False
+        self._usage = Usage()
+        supervisor = asyncio.create_task(self._supervise(claim, work, on_cancel))
+        self._supervisor = supervisor
+        supervisor.add_done_callback(self._released)
+        return supervisor
+
+    def _released(self, task: asyncio.Task[Any]) -> None:
+        if self._supervisor is task:
+            self._supervisor = None
+            self._work = None
+            self.before_turn = None
+
+    async def _supervise(
+        self,
+        claim: Callable[[], Awaitable[None]],
+        work: Callable[[], Coroutine[Any, Any, T]],
+        on_cancel: T,
+    ) -> T:
+        await claim()  # a refusal here (store error, superseded) changed nothing
+        if self._cancel_requested:
+            await self._end(Status.IDLE)
+            self._runtime.events.publish(TurnEnded(StopReason.CANCELLED))
+            return on_cancel
+        inner = asyncio.create_task(work())
+        self._work = inner
+        try:
+            result = await inner
+        except asyncio.CancelledError:
+            if not inner.cancelled():
+                raise  # the supervisor itself was cancelled: not ours to hide
+            await self._end(Status.IDLE)
+            self._runtime.events.publish(TurnEnded(StopReason.CANCELLED))
+            return on_cancel
+        except ProviderError as exc:
+            await self._end(Status.ERROR, last_error=str(exc))
+            self._runtime.events.publish(TurnEnded(None, str(exc)))
+            raise
+        except StaleGeneration:
+            log.warning(
+                "session %s: generation %s superseded",
+                self._runtime.session_id,
+                self._runtime.generation,
+            )
+            raise
+        except Exception as exc:
+            log.exception("session %s: turn failed", self._runtime.session_id)
+            await self._end(Status.ERROR, last_error=f"internal error: {exc}")
+            raise
+        await self._end(Status.IDLE)
+        stop = result.stop_reason if isinstance(result, TurnOutcome) else StopReason.END_TURN
+        self._runtime.events.publish(TurnEnded(stop))
+        if isinstance(result, TurnOutcome) and self.before_turn is not None:
+            turn = self.before_turn[1] + 1
+            return dataclasses.replace(result, usage=self._usage, turn=turn)  # type: ignore[return-value]
+        return result
+
+    async def _end(self, new: Status, last_error: str | None = None) -> None:
+        runtime = self._runtime
+        # While closing, close owns the state; a superseded runtime writes nothing.
+        if runtime.status is not Status.RUNNING or runtime.closed or runtime.superseded:
+            return
+        usage = self._usage
+        # The turn's token counts join the session's totals in the same write.
+        totals: RecordChanges = {
+            "usage_input": runtime.record.usage_input + usage.input_tokens,
+            "usage_output": runtime.record.usage_output + usage.output_tokens,
+        }
+        if last_error is not None:
+            totals["last_error"] = last_error
+        try:
+            await runtime.transition(new, **totals)
+        except StaleGeneration:
+            pass
+        except StoreError:
+            # The record cannot follow; the runtime still must not take turns it cannot
+            # record. Close releases it (and reports the store error).
+            log.exception("session %s: cannot record the end of a turn", runtime.session_id)
+            runtime.status = Status.ERROR
+
+    # ---- TurnHost --------------------------------------------------------------------------
+
+    @property
+    def cwd(self) -> str:
+        return self._runtime.cwd
+
+    @property
+    def mode(self) -> Mode:
+        return self._runtime.mode
+
+    @property
+    def limits(self) -> CommandLimits:
+        return self._runtime.limits
+
+    @property
+    def provider(self) -> Provider:
+        return self._runtime.provider
+
+    async def record(self, entry: Entry) -> None:
+        runtime = self._runtime
+        index = await runtime.store.append_message(
+            runtime.session_id, runtime.generation, to_row(entry)
+        )
+        if self._context is not None:
+            self._context.append(index, entry)
+
+    async def _read_entries(self, offset: int, limit: int) -> list[Entry]:
+        runtime = self._runtime
+        rows = await runtime.store.messages(runtime.session_id, offset, limit)
+        return [from_row(row) for row in rows]
+
+    async def _ensure_context(self) -> ProviderContext:
+        if self._context is None:
+            # Loaded once per generation, on the first model call, not at resume.
+            runtime = self._runtime
+            record = await runtime.store.get(runtime.session_id)
+            self._context = await ProviderContext.load(self._read_entries, record)
+        return self._context
+
+    def provider_context(self) -> list[ChatMessage]:
+        if self._context is None:
+            raise InvalidState("the provider context is loaded by before_model_call")
+        return self._context.messages(system_prompt(self.mode, self.cwd))
+
+    async def before_model_call(self) -> None:
+        """Load the context once; keep what the provider is sent within the budget."""
+        context = await self._ensure_context()
+        if self._context_budget and context.chars > self._context_budget:
+            await compaction.compact(self, context, keep_turns=1)
+
+    def publish(self, event: SessionEvent) -> None:
+        self._runtime.events.publish(event)
+
+    def add_usage(self, usage: Usage | None, context_window: int | None) -> None:
+        if usage is None:
+            return
+        self._usage = self._usage + usage
+        size = context_window or max(1, self._context_budget // CHARS_PER_TOKEN)
+        self.publish(UsageUpdated(usage.input_tokens + usage.output_tokens, size))
+
+    async def authorize(self, request: PermissionRequest) -> Verdict:
+        return await self._runtime.approvals.authorize(request)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._runtime.sandbox_mode
+
+    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
+        return await self._runtime.execute(command, on_output)
+
+    # ---- for compaction ----------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self._runtime.session_id
+
+    @property
+    def generation(self) -> int:
+        return self._runtime.generation
+
+    @property
+    def runtime(self) -> SessionRuntime:
+        return self._runtime

@@ -1,0 +1,49 @@
+"""A session as the manager sees it right now: the durable record joined with what is live.
+
+The store never claims liveness; this join is the only place `live` and the endpoint are
+decided, from the runtime registry of this process. Edges render it (`sidecar/wire/`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sidecar.domain.records import SessionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Awaiting:
+    call_id: str
+    title: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    record: SessionRecord
+    live: bool  # this process holds a runtime for it
+    url: str | None  # the runtime's listener, when live and listening
+    token: str | None  # the listener's bearer token (never shown over HTTP)
+    held_by: str | None  # another live sidecar process that runs it, if one does
+    awaiting: Awaiting | None = None  # a tool call waiting for the user's consent
+    sandbox_problem: str | None = None  # why commands cannot be contained, if they cannot
+
+    @property
+    def session_id(self) -> str:
+        return self.record.session_id
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalSize:
+    rows: int
+    cols: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionOutcome:
+    compacted: bool
+    cancelled: bool = False
+    reason: str | None = None
+    summary_index: int | None = None
+    context_from: int | None = None
+    context_chars: int | None = None

@@ -1,0 +1,1 @@
+"""The HTTP edge: one token-protected loopback listener per live runtime."""

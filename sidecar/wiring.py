@@ -1,0 +1,85 @@
+"""The typed wiring of the sidecar's heavy half: the manager, its runtimes' listeners and
+providers, and the ACP handlers, built in one place with every dependency passed in.
+
+The heavy modules (ACP's schema, aiohttp, the provider SDKs; together ~0.6 s) are
+imported by `load_assembly()` in a worker thread while the light half already answers
+`initialize`; `Assembly.build` then constructs everything on the event loop. mypy
+checks every constructor call here, as in any other module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sidecar.acp.extensions import ExtensionHandlers
+from sidecar.acp.handlers import AcpHandlers, Handler
+from sidecar.acp.initialize import ClientOptions
+from sidecar.acp.notifier import AcpNotifier
+from sidecar.acp.permissions import make_asker
+from sidecar.acp.server import RpcServer
+from sidecar.agent import sandbox
+from sidecar.agent.providers.catalog import ModelCatalog
+from sidecar.config import Config, model_lister, model_name, provider_factory
+from sidecar.core.events import EventHub
+from sidecar.core.leases import Leases
+from sidecar.core.manager import ManagerDeps, SessionManager
+from sidecar.core.runtime import RuntimeDeps
+from sidecar.core.views import SessionView
+from sidecar.domain.records import SessionRecord
+from sidecar.http.listener import start_listener
+from sidecar.store.base import SessionStore
+
+
+@dataclass(frozen=True, slots=True)
+class Assembly:
+    manager: SessionManager
+    handlers: dict[str, Handler]
+
+    @classmethod
+    def build(
+        cls,
+        config: Config,
+        store: SessionStore,
+        server: RpcServer,
+        client: ClientOptions,
+        request_shutdown: Callable[[], None],
+    ) -> Assembly:
+        manager: SessionManager | None = None
+
+        def view_of(record: SessionRecord) -> SessionView:
+            assert manager is not None
+            return manager.view_of(record)
+
+        notify = AcpNotifier(server.notify, client, view_of, config.limits.stream_cap)
+
+        manager = SessionManager(
+            ManagerDeps(
+                runtime=RuntimeDeps(
+                    store=store,
+                    make_provider=provider_factory(config),
+                    limits=config.limits,
+                    open_listener=start_listener,
+                    context_budget=config.context_budget,
+                    sandbox=sandbox.probe(),
+                    asker=make_asker(server),
+                ),
+                events=EventHub(notify),
+                leases=Leases(config.lease_ttl),
+                model_name=model_name(config),
+            )
+        )
+        catalog = ModelCatalog(model_lister(config), model_name(config))
+        extensions = ExtensionHandlers(manager, server, request_shutdown)
+        handlers = {
+            **AcpHandlers(manager, server, catalog, extensions).table(),
+            **extensions.table(),
+        }
+        return cls(manager, handlers)
+
+
+def load_assembly() -> type[Assembly]:
+    """Runs in a worker thread: importing this module is what loads the heavy half; the
+    sandbox self-test (bwrap, ~10 ms, cached) runs here too, off the event loop."""
+    sandbox.probe()
+    return Assembly
