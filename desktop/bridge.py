@@ -17,7 +17,7 @@ import threading
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from desktop import sessions
+from desktop import mcp_servers, sessions
 from desktop.client import RpcError, SidecarGone
 from protocol.errors import ErrorCode
 from protocol.methods import Method
@@ -155,11 +155,24 @@ class Bridge:
             return error("invalid_input", str(exc))
         return self._run(sessions.messages_page(self._host, sid, offset, limit))
 
-    def new_session(self, cwd: str, mode: str, backend: str, title: str) -> Any:
+    def new_session(
+        self,
+        cwd: str,
+        mode: str,
+        backend: str,
+        title: str,
+        servers: list[dict[str, str]] | None = None,
+    ) -> Any:
         meta = {"mode": mode or "craft", "backend": backend or "pipe"}
         if isinstance(title, str) and title.strip():
             meta["title"] = title.strip()
-        params = {"cwd": cwd, "mcpServers": [], "_meta": meta}
+        try:
+            mcp = [
+                mcp_servers.to_acp(s.get("name", ""), s.get("target", "")) for s in servers or []
+            ]
+        except (mcp_servers.BadServer, AttributeError) as exc:
+            return error("invalid_input", str(exc), "MCP server")
+        params = {"cwd": cwd, "mcpServers": mcp, "_meta": meta}
         result = self._request(Method.SESSION_NEW, params)
         return result if "error" in result else result["_meta"]
 
@@ -198,6 +211,20 @@ class Bridge:
         """A session setting (approval, sandbox, model, mode) by its ACP config option id."""
         params = {"sessionId": session_id, "configId": config_id, "value": value}
         return self._request(Method.SESSION_SET_CONFIG_OPTION, params)
+
+    # ---- MCP servers ---------------------------------------------------------------------
+
+    def saved_mcp_servers(self) -> list[dict[str, str]]:
+        return mcp_servers.load_saved()
+
+    def save_mcp_server(self, name: str, target: str) -> Any:
+        try:
+            return mcp_servers.save(name, target)
+        except (mcp_servers.BadServer, OSError) as exc:
+            return error("invalid_input", str(exc), "MCP server")
+
+    def reconnect_mcp(self, session_id: str, name: str) -> Any:
+        return self._request(Method.MCP_RECONNECT, {"sessionId": session_id, "name": name})
 
     # ---- consent ------------------------------------------------------------------------
 

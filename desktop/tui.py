@@ -11,25 +11,29 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
 from typing import Any
 
-from desktop import sessions
+from desktop import mcp_servers, sessions
 from desktop.client import RpcError
 from desktop.host import SidecarHost
 from protocol.methods import Method
 
 HELP = """/sessions              all sessions; * marks the current one
-/new [mode] [backend]  a session in this directory (craft|plan|ask, pipe|pty); becomes current
+/new [mode] [backend] [--mcp 'NAME=COMMAND|URL']  a session in this directory (craft|plan|ask,
+                       pipe|pty), with MCP servers if given; becomes current
 /switch ID             make ID current (a unique prefix will do); shows its last messages
 /close [ID]  /resume [ID]  /forget ID   close (record kept), start again, delete (closed only)
 /mode M  /cancel       set the current session's mode; stop its running turn (Ctrl-C too)
 /rules [rm N]          the current session's permission rules; remove rule N
+/mcp [reconnect NAME]  the current session's MCP servers and their tools; reconnect one
 y a n N                answer a waiting approval: y once, a always, n reject, N always reject
 quit                   close live sessions (records kept) and leave; Ctrl-D too
-anything else (unknown /words included) is a prompt to the current session"""
+anything else (unknown /words included) is a prompt to the current session;
+//text sends "/text" as it is (e.g. //mcp SERVER TOOL {json} for the offline provider)"""
 TAIL = 6
 QUIT_WORDS = {"quit", "/quit", "exit"}
 EOF, QUIT_NOW = "\x00eof", "\x00quit"
@@ -218,6 +222,29 @@ class Tui:
             how = "starting with" if rule["match"] == "prefix" else "exactly"
             self.say(f"{i}. {rule['decision']} {rule['tool']} {how} {rule['value']!r}")
 
+    async def cmd_mcp(self, arg: str) -> None:
+        if self.current is None:
+            raise UsageError("no current session")
+        words = arg.split()
+        if words and words[0] == "reconnect":
+            if len(words) != 2:
+                raise UsageError("usage: /mcp reconnect NAME")
+            params = {"sessionId": self.current, "name": words[1]}
+            server = await self.host.request(Method.MCP_RECONNECT, params)
+            self.say(f"{server['name']}: {server['status']}, {server['tools']} tools")
+            return
+        servers = (await self.host.request(Method.STATUS, {"sessionId": self.current}))[
+            "mcpServers"
+        ]
+        if not servers:
+            self.say("no MCP servers in this session")
+        for server in servers:
+            error = f" — {server['error']}" if server.get("error") else ""
+            self.say(
+                f"{server['name']} ({server['transport']}): {server['status']}, "
+                f"{server['tools']} tools{error}"
+            )
+
     # ---- commands ----
 
     async def list_sessions(self) -> list[dict[str, Any]]:
@@ -254,11 +281,29 @@ class Tui:
             self.say(row(mark, *fields, s["title"][:20], s["cwd"], note))
 
     async def cmd_new(self, arg: str) -> None:
-        words = arg.split()
-        if len(words) > 2:
-            raise UsageError("usage: /new [mode] [backend]")
-        meta = dict(zip(("mode", "backend"), words, strict=False))
-        params = {"cwd": os.getcwd(), "mcpServers": [], "_meta": meta}
+        usage = "usage: /new [mode] [backend] [--mcp 'NAME=COMMAND ARGS|URL']..."
+        try:
+            words = shlex.split(arg)
+        except ValueError as exc:
+            raise UsageError(f"{usage} ({exc})") from None
+        servers: list[dict[str, Any]] = []
+        plain: list[str] = []
+        while words:
+            word = words.pop(0)
+            if word != "--mcp":
+                plain.append(word)
+                continue
+            if not words or "=" not in words[0]:
+                raise UsageError(usage)
+            name, _, target = words.pop(0).partition("=")
+            try:
+                servers.append(mcp_servers.to_acp(name, target))
+            except mcp_servers.BadServer as exc:
+                raise UsageError(str(exc)) from None
+        if len(plain) > 2:
+            raise UsageError(usage)
+        meta = dict(zip(("mode", "backend"), plain, strict=False))
+        params = {"cwd": os.getcwd(), "mcpServers": servers, "_meta": meta}
         s = (await self.host.request(Method.SESSION_NEW, params))["_meta"]
         self.current = s["sessionId"]
         self.say(f"created {self.current} ({describe_summary(s)}, backend {s['backend']})")
@@ -358,6 +403,9 @@ class Tui:
 
     async def handle(self, line: str) -> None:
         if self.answer_waiting(line.strip()):
+            return
+        if line.strip().startswith("//"):  # a literal slash for the model: //mcp ... -> /mcp ...
+            self.send_prompt(line.strip()[1:])
             return
         word, _, arg = line.strip().partition(" ")
         command = getattr(self, "cmd_" + word[1:], None) if word.startswith("/") else None

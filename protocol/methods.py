@@ -45,6 +45,7 @@ class Method:
     RENAME: Final = "_session/rename"
     PERMISSIONS: Final = "_session/permissions"
     SET_PERMISSIONS: Final = "_session/permissions/set"
+    MCP_RECONNECT: Final = "_session/mcp/reconnect"
     SHUTDOWN: Final = "_sidecar/shutdown"
     # extension notification (agent -> client)
     STATE: Final = "_session/state"
@@ -73,5 +74,6 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.RENAME,
     Method.PERMISSIONS,
     Method.SET_PERMISSIONS,
+    Method.MCP_RECONNECT,
     Method.SHUTDOWN,
 )

@@ -54,6 +54,16 @@ class HttpAccess(WireModel):
     token: str
 
 
+class McpServerStatus(WireModel):
+    """One MCP server of the session; never its env values or headers."""
+
+    name: str
+    transport: Literal["stdio", "http", "sse"]
+    status: Literal["connecting", "connected", "failed", "closed"]
+    tools: int
+    error: str | None
+
+
 class AwaitingPermission(WireModel):
     tool_call_id: str
     title: str
@@ -90,6 +100,7 @@ class SessionSummary(WireModel):
     effective_sandbox: SandboxField  # what commands run under (plan: always read-only)
     sandbox_problem: str | None  # why commands cannot be contained here, if they cannot
     awaiting_permission: AwaitingPermission | None
+    mcp_servers: list[McpServerStatus]
     created_at: str
     updated_at: str
     http: HttpEndpoint | None
@@ -150,6 +161,11 @@ ResizeBody = TerminalSize
 class CompactParams(StrictParams):
     session_id: SessionId
     keep_turns: JsonInt = Field(default=2, ge=0, le=1000)
+
+
+class McpReconnectParams(StrictParams):
+    session_id: SessionId
+    name: Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class RenameParams(StrictParams):

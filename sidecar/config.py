@@ -34,6 +34,8 @@ class Config:
     max_tokens: int | None = None
     thinking_budget: int | None = None
     context_window: int | None = None
+    mcp_start_timeout: float = 20.0
+    mcp_call_timeout: float = 120.0
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -100,8 +102,19 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=None,
         help="openai: the model's context window in tokens, for usage reports",
     )
+    parser.add_argument(
+        "--mcp-start-timeout",
+        type=float,
+        default=20.0,
+        help="seconds an MCP server may take to connect",
+    )
+    parser.add_argument(
+        "--mcp-call-timeout", type=float, default=120.0, help="seconds one MCP tool call may take"
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    if args.mcp_start_timeout <= 0 or args.mcp_call_timeout <= 0:
+        parser.error("--mcp-start-timeout and --mcp-call-timeout must be positive")
     for name in ("max_tokens", "thinking_budget", "context_window"):
         value = getattr(args, name)
         if value is not None and value <= 0:
@@ -133,6 +146,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
         max_tokens=args.max_tokens,
         thinking_budget=args.thinking_budget,
         context_window=args.context_window,
+        mcp_start_timeout=args.mcp_start_timeout,
+        mcp_call_timeout=args.mcp_call_timeout,
     )
 
 

@@ -24,6 +24,7 @@ from sidecar.config import Config, model_lister, model_name, provider_factory
 from sidecar.core.events import EventHub
 from sidecar.core.leases import Leases
 from sidecar.core.manager import ManagerDeps, SessionManager
+from sidecar.core.mcp_tools import McpSettings
 from sidecar.core.runtime import RuntimeDeps
 from sidecar.core.views import SessionView
 from sidecar.domain.records import SessionRecord
@@ -63,6 +64,7 @@ class Assembly:
                     context_budget=config.context_budget,
                     sandbox=sandbox.probe(),
                     asker=make_asker(server),
+                    mcp=McpSettings(config.mcp_start_timeout, config.mcp_call_timeout),
                 ),
                 events=EventHub(notify),
                 leases=Leases(config.lease_ttl),

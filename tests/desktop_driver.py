@@ -379,6 +379,39 @@ def approvals(page: Page, args: argparse.Namespace) -> dict[str, Any]:
 
 
 @scenario
+def mcp(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """Add an MCP server in the New session form (kept for later), see it connect with its
+    tools in the details, pick it from the saved list for a second session."""
+    os.environ["XDG_CONFIG_HOME"] = str(Path(args.data_dir) / "config")  # this run's own
+    server = f"{sys.executable} {Path(__file__).parent / 'mcp_servers' / 'basic_server.py'}"
+    page.ready()
+    page.click("new-session")
+    page.fill("new-cwd", args.workspace)
+    page.fill("new-title", "With MCP")
+    page.fill("new-mcp-name", "basic")
+    page.fill("new-mcp-target", server)
+    page.js(f"{page.el('new-mcp-save')}.checked = true")
+    page.click("create-session")
+    status = page.el("mcp-status")
+    page.wait(f"{status} && {status}.innerText === 'connected'", "the server connected")
+    first = page.text("mcp-list")
+    page.click("new-session")
+    saved = page.el("saved-mcp")
+    page.wait(f"!!{saved}", "the saved server offered")
+    offered = page.text("saved-mcp-list")
+    page.fill("new-cwd", args.workspace)
+    page.fill("new-title", "Saved MCP")
+    page.js(f"{saved}.querySelector('input').checked = true")
+    page.click("create-session")
+    page.wait(
+        f"{status} && {status}.innerText === 'connected' && "
+        "document.querySelector('.d-title').innerText === 'Saved MCP'",
+        "the saved server connected in the second session",
+    )
+    return {"first": first, "offered": offered, "second": page.text("mcp-list")}
+
+
+@scenario
 def lifecycle(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     """Close, resume, mode switch and delete (with its in-page confirmation) from the page."""
     page.ready()

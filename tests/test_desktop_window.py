@@ -180,6 +180,14 @@ def test_approvals_survive_rebuild_and_always_answers_become_rules(tmp_path: Pat
 
 
 @window_only
+def test_mcp_servers_added_in_the_form_connect_and_are_saved_for_later(tmp_path: Path) -> None:
+    r = run_driver("mcp", tmp_path)
+    assert "basic (stdio) · 9 tools" in r["first"] and "connected" in r["first"]
+    assert "basic" in r["offered"]
+    assert "basic (stdio) · 9 tools" in r["second"]
+
+
+@window_only
 def test_close_resume_and_delete_from_the_page(tmp_path: Path) -> None:
     r = run_driver("lifecycle", tmp_path)
     sid = r["session_id"]

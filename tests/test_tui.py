@@ -148,6 +148,23 @@ def test_close_resume_and_forget(tui: Tui):
     tui.run("hello", r"no current session")
 
 
+def test_mcp_servers_are_added_and_listed_with_their_tools(tui: Tui):
+    server = Path(__file__).parent / "mcp_servers" / "basic_server.py"
+    tui.run(f"/new --mcp 'basic={sys.executable} {server}'", r"created sess_")
+    deadline = time.monotonic() + 30
+    while True:
+        tui.send("/mcp")
+        try:
+            tui.expect(r"basic \(stdio\): connected, 9 tools", timeout=2)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+    tui.run('//mcp basic echo {"text": "via tui"}', r"`basic__echo` returned:\nvia tui")
+    tui.run("/mcp reconnect nothing", r"error: .*no MCP server named 'nothing'")
+    tui.run("/new --mcp broken", r"error: usage: /new")
+
+
 def test_mode_switch_and_errors(tui: Tui):
     first = tui.new_session()
     tui.run("hello", r"Echo: hello")

@@ -162,6 +162,7 @@
     byId("approval-select").disabled = !settable;
     byId("sandbox-select").value = s.sandbox || "workspace";
     byId("sandbox-select").disabled = !settable;
+    renderMcp(s);
     byId("effective-sandbox").textContent =
       s.sandboxProblem ? `⚠ unavailable: ${s.sandboxProblem}` : s.effectiveSandbox !== s.sandbox ? `(runs ${s.effectiveSandbox} in ${s.mode} mode)` : "";
     const lastError = byId("detail-error");
@@ -393,6 +394,43 @@
     renderPermissions();
   }
 
+  async function loadSavedServers() {
+    const saved = (await quietCall("saved_mcp_servers")) || [];
+    byId("saved-mcp-list").replaceChildren(
+      ...saved.map((server) =>
+        el(
+          "label",
+          { class: "inline", "data-testid": "saved-mcp" },
+          el("input", { type: "checkbox", "data-name": server.name, "data-target": server.target, "aria-label": `Use ${server.name}` }),
+          el("span", { text: ` ${server.name}`, title: server.target }),
+        ),
+      ),
+    );
+  }
+
+  function renderMcp(s) {
+    const servers = s.mcpServers || [];
+    byId("mcp-servers").hidden = servers.length === 0;
+    byId("mcp-list").replaceChildren(
+      ...servers.map((server) =>
+        el(
+          "li",
+          { "data-testid": "mcp-server", "data-name": server.name },
+          el("span", { class: `mcp-status mcp-${server.status}`, "data-testid": "mcp-status", text: server.status }),
+          el("span", { text: ` ${server.name} (${server.transport}) · ${server.tools} tool${server.tools === 1 ? "" : "s"}` }),
+          server.error ? el("span", { class: "mcp-error", "data-testid": "mcp-error", text: ` — ${server.error}`, title: server.error }) : null,
+          server.status === "failed" && s.live
+            ? el("button", { type: "button", class: "small ghost", "data-testid": "mcp-reconnect", text: "Reconnect", onclick: () => reconnectServer(s.sessionId, server.name) })
+            : null,
+        ),
+      ),
+    );
+  }
+
+  async function reconnectServer(sessionId, name) {
+    await call("reconnect_mcp", sessionId, name);
+  }
+
   async function loadRules(sessionId) {
     const got = await quietCall("permissions", sessionId);
     if (!got || state.selected !== sessionId) return;
@@ -513,10 +551,18 @@
     clearError();
     const form = byId("new-session-form");
     const f = form.elements;
-    const summary = await call("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value);
+    const servers = [...document.querySelectorAll("[data-testid=saved-mcp] input:checked")].map((box) => ({ name: box.dataset.name, target: box.dataset.target }));
+    const typed = { name: f.mcpName.value.trim(), target: f.mcpTarget.value.trim() };
+    if (typed.name || typed.target) {
+      servers.push(typed);
+      if (f.mcpSave.checked && !(await call("save_mcp_server", typed.name, typed.target))) return;
+    }
+    const summary = await call("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value, servers);
     if (!summary) return;
     form.hidden = true;
     f.title.value = "";
+    f.mcpName.value = f.mcpTarget.value = "";
+    f.mcpSave.checked = false;
     updateSession(summary);
     await select(summary.sessionId);
     byId("prompt-input").focus();
@@ -570,6 +616,7 @@
     const form = byId("new-session-form");
     byId("new-session").addEventListener("click", () => {
       form.hidden = !form.hidden;
+      if (!form.hidden) loadSavedServers();
       if (!form.elements.cwd.value) form.elements.cwd.value = state.info.defaultCwd;
       if (!form.hidden) form.elements.cwd.focus();
     });

@@ -11,6 +11,7 @@ from acp.helpers import update_agent_message_text
 from protocol.methods import Method
 from protocol.models import (
     CompactParams,
+    McpReconnectParams,
     MessagesParams,
     RenameParams,
     ResizeParams,
@@ -64,6 +65,7 @@ class ExtensionHandlers:
             Method.RENAME: self.rename,
             Method.PERMISSIONS: self.permissions,
             Method.SET_PERMISSIONS: self.set_permissions,
+            Method.MCP_RECONNECT: self.reconnect_mcp,
             Method.SHUTDOWN: self.shutdown,
         }
 
@@ -112,6 +114,17 @@ class ExtensionHandlers:
         rules = parse_rules(params.get("rules"))
         stored = await self.manager.settings.set_rules(request.session_id, rules)
         return {"rules": [rule.to_wire() for rule in stored]}
+
+    async def reconnect_mcp(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = McpReconnectParams.model_validate(params)
+        server = await self.manager.settings.reconnect_mcp(request.session_id, request.name)
+        return {
+            "name": server.name,
+            "transport": server.transport,
+            "status": server.status,
+            "tools": server.tools,
+            "error": server.error,
+        }
 
     async def run_command(
         self, session_id: str, command: SidecarCommand, argument: str

@@ -8,6 +8,7 @@ values, and shapes the result. No session rule lives here.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ from sidecar.acp.session_config import (
     sidecar_command,
 )
 from sidecar.acp.updates import replay_notifications, session_update
+from sidecar.agent.mcp import InvalidServers, parse_servers
 from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.core.manager import NewSession, SessionManager
 from sidecar.core.views import SessionView
@@ -71,6 +73,19 @@ def _meta(params: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise InvalidInput("_meta", "must be an object")
     return meta
+
+
+def mcp_definitions(params: dict[str, Any], *, keep_when_empty: bool) -> str | None:
+    """The client's `mcpServers`, validated, as stored (JSON; env and headers included: the
+    store is private). None: keep what the session has (an empty list on resume/load/fork)."""
+    raw = params.get("mcpServers")
+    if raw is None or (keep_when_empty and raw == []):
+        return None
+    try:
+        parse_servers(raw)
+    except InvalidServers as exc:
+        raise InvalidInput(exc.field, exc.reason) from None
+    return json.dumps(raw)
 
 
 def _absolute(field: str, path: str) -> str:
@@ -192,19 +207,21 @@ class AcpHandlers:
             meta.title,
             meta.approval,
             meta.sandbox,
+            mcp_definitions(params, keep_when_empty=False) or "[]",
         )
         view = await self.manager.create(spec)
         return {"sessionId": view.session_id, **await self._opened(view)}
 
     async def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         request = ResumeSessionRequest.model_validate(params)
-        view = await self.manager.resume(request.session_id)
+        servers = mcp_definitions(params, keep_when_empty=True)
+        view = await self.manager.resume(request.session_id, servers)
         return await self._opened(view)
 
     async def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         request = LoadSessionRequest.model_validate({"mcpServers": [], **params})
         session_id = request.session_id
-        view = await self.manager.load(session_id)
+        view = await self.manager.load(session_id, mcp_definitions(params, keep_when_empty=True))
         offset = 0
         while True:
             page, _ = await self.manager.messages(session_id, offset, REPLAY_PAGE)
@@ -218,7 +235,11 @@ class AcpHandlers:
 
     async def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
         request = ForkSessionRequest.model_validate({"mcpServers": [], **params})
-        view = await self.manager.fork(request.session_id, _absolute("cwd", request.cwd))
+        view = await self.manager.fork(
+            request.session_id,
+            _absolute("cwd", request.cwd),
+            mcp_definitions(params, keep_when_empty=True),
+        )
         return {"sessionId": view.session_id, **await self._opened(view)}
 
     async def session_close(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def initialize_result(store_problem: str | None) -> dict[str, Any]:
         "agentCapabilities": {
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False, "acp": False},
+            "mcpCapabilities": {"http": True, "sse": True, "acp": False},
             "sessionCapabilities": {
                 "list": {},
                 "delete": {},

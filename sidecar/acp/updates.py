@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from acp.helpers import (
+    image_block,
     start_tool_call,
     text_block,
     tool_content,
@@ -29,6 +30,7 @@ from sidecar.core.views import SessionView
 from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
+    McpServersChanged,
     ModeChanged,
     Origin,
     PermissionAsked,
@@ -68,7 +70,7 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
     """The notification a numbered event becomes, or None (turn ends: the prompt's answer
     says it; compactions: the compact request's answer)."""
     session_id, body = event.session_id, event.body
-    if isinstance(body, StateChanged | PermissionAsked | PermissionSettled):
+    if isinstance(body, StateChanged | PermissionAsked | PermissionSettled | McpServersChanged):
         return Method.STATE, summary(view_of(body.record))
     if isinstance(body, UserMessageAdded):
         if body.origin is Origin.ACP:
@@ -109,12 +111,14 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
         update.field_meta = {"output": body.text}
         return session_update(session_id, update)
     if isinstance(body, ToolCallFinished):
+        content = [tool_content(text_block(body.content))]
+        content += [tool_content(image_block(data, mime)) for mime, data in body.images]
         return session_update(
             session_id,
             update_tool_call(
                 body.call_id,
                 status="completed" if body.ok else "failed",
-                content=[tool_content(text_block(body.content))],
+                content=content,
                 raw_output={"exitCode": body.exit_code, "cancelled": body.cancelled},
             ),
         )

@@ -7,11 +7,12 @@ through these methods (fenced transcript writes, events, commands).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.values import Mode, Sandbox
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.context import ChatMessage
+from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.providers.base import Provider, Usage
 from sidecar.domain.events import SessionEvent
 
@@ -45,7 +46,16 @@ class TurnHost(Protocol):
         """A model call's tokens: counted for the turn and the session, told to clients."""
 
     async def before_model_call(self) -> None:
-        """A hook before each model call (automatic compaction)."""
+        """A hook before each model call (automatic compaction, MCP servers connected)."""
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools offered to the model now (built-in and MCP), as function schemas."""
+
+    def mcp_tool(self, name: str) -> ToolSpec | None:
+        """The MCP tool the model may call by this public name in this mode, if any."""
+
+    async def call_mcp(self, name: str, arguments: dict[str, Any]) -> McpCallResult:
+        """One MCP tool call (failures are results; cancellation propagates)."""
 
     async def authorize(self, request: PermissionRequest) -> Verdict:
         """Rules, the approval setting, and if need be the user: may this call run?"""

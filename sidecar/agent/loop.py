@@ -8,16 +8,18 @@ in-flight provider request and stops a running command's processes.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Final
 
 from protocol.values import Sandbox, StopReason
 from sidecar.agent.backends.groups import CommandResult
 from sidecar.agent.host import TurnHost
+from sidecar.agent.mcp import ToolSpec
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.base import ToolCall
 from sidecar.agent.sandbox import SandboxUnavailable
-from sidecar.agent.tools import bash, tools_for_mode
+from sidecar.agent.tools import bash
 from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
@@ -44,10 +46,10 @@ _STOPPING: Final[dict[str, StopReason]] = {
 
 async def run_turn(host: TurnHost) -> TurnOutcome:
     """The model/tool loop of a turn whose user message is already recorded."""
-    tools = tools_for_mode(host.mode)
     final_text = ""
     for _ in range(MAX_MODEL_CALLS):
         await host.before_model_call()
+        tools = host.tool_specs()  # per call: an MCP server's tool list may have changed
         provider = host.provider
         reply = await provider.complete(
             host.provider_context(),
@@ -81,7 +83,12 @@ async def run_turn(host: TurnHost) -> TurnOutcome:
 
 async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
     if call.name != bash.NAME:
-        await _finish(host, call, f"Unknown tool {call.name!r}; the only tool is bash.", None)
+        spec = host.mcp_tool(call.name)
+        if spec is not None:
+            await _run_mcp_call(host, call, spec)
+            return
+        names = ", ".join(t["function"]["name"] for t in host.tool_specs()) or "none"
+        await _finish(host, call, f"Unknown tool {call.name!r}; the tools are: {names}.", None)
         return
     try:
         command = bash.parse_arguments(call.arguments)
@@ -97,16 +104,7 @@ async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
         request = PermissionRequest(
             call.id, call.name, command, ToolKind.EXECUTE, command, raw_input, host.cwd, sandbox
         )
-        try:
-            verdict = await host.authorize(request)
-        except asyncio.CancelledError:  # a cancel or a close while the user was asked
-            await asyncio.shield(_finish(host, call, NOT_RUN_CANCELLED, None, cancelled=True))
-            raise
-        if verdict.cancelled:
-            await _finish(host, call, f"Not run: {verdict.reason}.", None, cancelled=True)
-            raise asyncio.CancelledError()  # the turn ends, cancelled
-        if not verdict.allowed:
-            await _finish(host, call, f"Not run: {verdict.reason}.", None)
+        if not await _consent(host, call, request):
             return
     host.publish(ToolCallRunning(call.id))
     try:
@@ -129,6 +127,73 @@ async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
         await _finish(host, call, str(exc), None)
         return
     await _finish(host, call, bash.format_result(result, host.limits), result)
+
+
+async def _consent(host: TurnHost, call: ToolCall, request: PermissionRequest) -> bool:
+    """Ask (rules, setting, user); False when the call must not run (its result recorded).
+    Raises CancelledError when the turn ends while, or because, the user was asked."""
+    try:
+        verdict = await host.authorize(request)
+    except asyncio.CancelledError:  # a cancel or a close while the user was asked
+        await asyncio.shield(_finish(host, call, NOT_RUN_CANCELLED, None, cancelled=True))
+        raise
+    if verdict.cancelled:
+        await _finish(host, call, f"Not run: {verdict.reason}.", None, cancelled=True)
+        raise asyncio.CancelledError()  # the turn ends, cancelled
+    if not verdict.allowed:
+        await _finish(host, call, f"Not run: {verdict.reason}.", None)
+        return False
+    return True
+
+
+def _tool_kind(kind: str) -> ToolKind:
+    try:
+        return ToolKind(kind)
+    except ValueError:
+        return ToolKind.OTHER
+
+
+async def _run_mcp_call(host: TurnHost, call: ToolCall, spec: ToolSpec) -> None:
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError as exc:
+        await _finish(host, call, f"Invalid arguments for {call.name}: not JSON ({exc}).", None)
+        return
+    if not isinstance(arguments, dict):
+        await _finish(host, call, f"Invalid arguments for {call.name}: not an object.", None)
+        return
+    title = spec.title or f"{spec.server}: {spec.tool}"
+    kind = _tool_kind(spec.kind)
+    host.publish(ToolCallStarted(call.id, call.name, title, kind, arguments))
+    if not spec.read_only:
+        request = PermissionRequest(
+            call.id,
+            call.name,
+            title,
+            kind,
+            call.name,
+            arguments,
+            host.cwd,
+            host.sandbox,
+            always_ask=spec.destructive,
+        )
+        if not await _consent(host, call, request):
+            return
+    host.publish(ToolCallRunning(call.id))
+    try:
+        result = await host.call_mcp(call.name, arguments)
+    except asyncio.CancelledError:
+        await asyncio.shield(
+            _finish(host, call, "Cancelled: the MCP call was stopped.", None, cancelled=True)
+        )
+        raise
+    text = result.text
+    if result.images:
+        text += f"\n[{len(result.images)} image(s) returned]"
+    await host.record(ToolResultEntry(call.id, call.name, text, None, False))
+    host.publish(
+        ToolCallFinished(call.id, not result.is_error, text, None, False, tuple(result.images))
+    )
 
 
 async def _finish(

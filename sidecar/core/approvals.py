@@ -54,11 +54,11 @@ class ApprovalDesk:
 
     async def authorize(self, request: PermissionRequest) -> Verdict:
         verdict = decide(self.rules, request.tool, request.subject)
+        approval = self._runtime.record.approval
         if verdict is Decision.DENY:
             return Verdict(False, "refused by a rule of this session (deny)")
-        if verdict is Decision.ALLOW:
+        if verdict is Decision.ALLOW and not (request.always_ask and approval is Approval.ASK):
             return Verdict(True)
-        approval = self._runtime.record.approval
         if approval is Approval.AUTO:
             return Verdict(True)
         if approval is Approval.DENY:

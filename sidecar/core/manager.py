@@ -20,6 +20,7 @@ from sidecar.core.endpoint import SessionEndpoint
 from sidecar.core.events import EventHub
 from sidecar.core.lease_renewal import LeaseRenewal
 from sidecar.core.leases import Leases
+from sidecar.core.mcp_tools import server_views
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import RuntimeDeps, SessionRuntime
 from sidecar.core.settings import SessionSettings
@@ -50,6 +51,7 @@ class NewSession:
     title: str = "Untitled session"
     approval: Approval = Approval.ASK
     sandbox: Sandbox | None = None  # None: the mode's default
+    mcp_servers: str = "[]"  # the client's definitions, as given (validated by the edge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +100,13 @@ class SessionManager:
             if waiting is not None:
                 request = waiting.request
                 awaiting = Awaiting(request.call_id, request.title, waiting.since)
-            return SessionView(record, True, runtime.url, runtime.token, None, awaiting, problem)
+            mcp = server_views(runtime.mcp, record.mcp_servers)
+            return SessionView(
+                record, True, runtime.url, runtime.token, None, awaiting, problem, mcp
+            )
         holder = self._leases.holder(record, now())
-        return SessionView(record, False, None, None, holder, None, problem)
+        mcp = server_views(None, record.mcp_servers)
+        return SessionView(record, False, None, None, holder, None, problem, mcp)
 
     async def view(self, session_id: str) -> SessionView:
         return self.view_of(await self.store.get(session_id))
@@ -191,17 +197,18 @@ class SessionManager:
         self._refuse_if_shutting_down()
         record = self._new_record(
             _existing_dir(spec.cwd), spec.mode, spec.backend, spec.title
-        ).replace(approval=spec.approval, sandbox=spec.sandbox)
+        ).replace(approval=spec.approval, sandbox=spec.sandbox, mcp_servers=spec.mcp_servers)
         async with self.locks.hold(record.session_id):
             await self.store.insert(record)
             return await self._start(record)
 
-    async def resume(self, session_id: str) -> SessionView:
+    async def resume(self, session_id: str, mcp_servers: str | None = None) -> SessionView:
+        """`mcp_servers`: new definitions for the session (None keeps the stored ones)."""
         self._refuse_if_shutting_down()
         async with self.locks.hold(session_id):
-            return await self._resume(session_id)
+            return await self._resume(session_id, mcp_servers)
 
-    async def load(self, session_id: str) -> SessionView:
+    async def load(self, session_id: str, mcp_servers: str | None = None) -> SessionView:
         """The session live in this process: resumed unless it already is (no new generation;
         a generation in error is replaced, as resume does)."""
         self._refuse_if_shutting_down()
@@ -209,7 +216,7 @@ class SessionManager:
             runtime = self.runtime(session_id)
             if runtime is not None and runtime.status is not Status.ERROR:
                 return self.view_of(await self.store.get(session_id))
-            return await self._resume(session_id)
+            return await self._resume(session_id, mcp_servers)
 
     async def _recover(self, session_id: str) -> SessionRuntime:
         """A session in error (its runtime failed, or never started) gets a new generation
@@ -225,7 +232,7 @@ class SessionManager:
                     await self._resume(session_id)
         return await self.live(session_id, "prompt")
 
-    async def _resume(self, session_id: str) -> SessionView:
+    async def _resume(self, session_id: str, mcp_servers: str | None = None) -> SessionView:
         failed = self._registry.get(session_id)
         if failed is not None and failed.status is Status.ERROR and not failed.closed:
             # A provider failure left this generation in error. ACP has no error state and
@@ -247,6 +254,8 @@ class SessionManager:
             lease_owner=self._leases.owner,
             lease_expires=self._leases.expiry(now()),
         )
+        if mcp_servers is not None:
+            record = await self.store.update(session_id, record.generation, mcp_servers=mcp_servers)
         return await self._start(record)
 
     async def _start(self, record: SessionRecord) -> SessionView:
@@ -302,7 +311,7 @@ class SessionManager:
             self.events.publish(record.session_id, StateChanged(record))
         return record
 
-    async def fork(self, session_id: str, cwd: str) -> SessionView:
+    async def fork(self, session_id: str, cwd: str, mcp_servers: str | None = None) -> SessionView:
         """A new session (new id, generation 1) with a copy of the transcript so far; of a
         running session, up to its last completed turn."""
         self._refuse_if_shutting_down()
@@ -326,7 +335,7 @@ class SessionManager:
             approval=source.approval,
             sandbox=source.sandbox,
             rules=source.rules,
-            mcp_servers=source.mcp_servers,
+            mcp_servers=source.mcp_servers if mcp_servers is None else mcp_servers,
         )
         async with self.locks.hold(record.session_id):
             return await self._start(await self.store.fork(session_id, record, upto))

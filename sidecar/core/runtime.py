@@ -26,11 +26,12 @@ from sidecar.agent.providers.base import Provider
 from sidecar.agent.sandbox import SandboxMode, SandboxStatus
 from sidecar.core.approvals import ApprovalDesk, Asker
 from sidecar.core.events import EventStream
+from sidecar.core.mcp_tools import McpSettings, McpTools
 from sidecar.core.ports import Listener, ListenerFactory, ProviderFactory
 from sidecar.core.turns import TurnRunner
 from sidecar.core.views import TerminalSize
 from sidecar.domain.errors import InvalidState, RuntimeFailed, StaleGeneration, StoreError
-from sidecar.domain.events import ModeChanged, StateChanged
+from sidecar.domain.events import McpServersChanged, ModeChanged, StateChanged
 from sidecar.domain.records import SessionRecord, check_transition, effective_sandbox
 from sidecar.domain.rules import Rule, rules_to_json
 from sidecar.domain.transcript import Entry, to_row
@@ -52,6 +53,7 @@ class RuntimeDeps:
     # Whether commands can be contained (bubblewrap); probed once at start.
     sandbox: SandboxStatus = field(default_factory=sandbox.probe)
     asker: Asker | None = None  # asks the stdio client for consent; None: nobody to ask
+    mcp: McpSettings = McpSettings()
 
 
 class SessionRuntime:
@@ -75,6 +77,9 @@ class SessionRuntime:
         self._close_task: asyncio.Task[None] | None = None
         self.turns = TurnRunner(self, deps.context_budget)
         self.approvals = ApprovalDesk(self, deps.asker)
+        self.mcp = McpTools(
+            record.mcp_servers, deps.mcp, deps.limits.output_cap, record.cwd, deps.sandbox
+        )
 
     @property
     def session_id(self) -> str:
@@ -143,6 +148,8 @@ class SessionRuntime:
             # arrived after it released everything.
             await self._release()
             raise InvalidState(f"session {self.session_id} was closed while starting")
+        # In the background: a slow server does not hold the session up.
+        self.mcp.start(self._announce_mcp)
         await self.transition(Status.IDLE)
 
     async def close(self) -> None:
@@ -183,7 +190,15 @@ class SessionRuntime:
             )
             raise failure
 
+    def _announce_mcp(self) -> None:
+        if not self.closed:
+            self.events.publish(McpServersChanged(self.record))
+
     async def _release(self) -> None:
+        try:
+            await self.mcp.aclose()
+        except Exception:
+            log.exception("session %s: closing its MCP servers failed", self.session_id)
         provider, self._provider = self._provider, None
         try:
             if provider is not None:

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from protocol.values import Approval, Mode, Sandbox
 from sidecar.core.approvals import Pending
-from sidecar.core.views import SessionView
-from sidecar.domain.events import TitleChanged
+from sidecar.core.views import McpServerView, SessionView
+from sidecar.domain.errors import InvalidInput
+from sidecar.domain.events import McpServersChanged, TitleChanged
 from sidecar.domain.rules import Rule, rules_from_json, rules_to_json
 
 if TYPE_CHECKING:
@@ -70,3 +71,14 @@ class SessionSettings:
             runtime.record = runtime.record.replace(title=record.title)
         self._manager.events.publish(session_id, TitleChanged(record.title, record.updated_at))
         return self._manager.view_of(record)
+
+    async def reconnect_mcp(self, session_id: str, name: str) -> McpServerView:
+        runtime = await self._manager.live(session_id, "reconnect an MCP server of")
+        try:
+            status = await runtime.mcp.reconnect(name)
+        except KeyError:
+            raise InvalidInput("name", f"the session has no MCP server named {name!r}") from None
+        runtime.events.publish(McpServersChanged(runtime.record))
+        return McpServerView(
+            status.name, status.transport, status.status, status.tools, status.error
+        )

@@ -19,10 +19,11 @@ from protocol.values import Mode, Sandbox, Status, StopReason
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.context import ChatMessage, ProviderContext
 from sidecar.agent.loop import run_turn
+from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.base import Provider, Usage
 from sidecar.agent.providers.offline import CHARS_PER_TOKEN
-from sidecar.agent.tools import system_prompt
+from sidecar.agent.tools import function_spec, system_prompt, tools_for_mode
 from sidecar.core import compaction
 from sidecar.core.views import CompactionOutcome
 from sidecar.domain.errors import (
@@ -280,13 +281,27 @@ class TurnRunner:
         return self._context.messages(system_prompt(self.mode, self.cwd))
 
     async def before_model_call(self) -> None:
-        """Load the context once; keep what the provider is sent within the budget."""
+        """Load the context once; keep what the provider is sent within the budget; let
+        the MCP servers finish connecting so the model sees their tools."""
+        await self._runtime.mcp.ready()
         context = await self._ensure_context()
         if self._context_budget and context.chars > self._context_budget:
             await compaction.compact(self, context, keep_turns=1)
 
     def publish(self, event: SessionEvent) -> None:
         self._runtime.events.publish(event)
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        return [*tools_for_mode(self.mode), *map(function_spec, self._mcp_tools())]
+
+    def _mcp_tools(self) -> list[ToolSpec]:
+        return self._runtime.mcp.tools(self.mode)
+
+    def mcp_tool(self, name: str) -> ToolSpec | None:
+        return self._runtime.mcp.tool(name, self.mode)
+
+    async def call_mcp(self, name: str, arguments: dict[str, Any]) -> McpCallResult:
+        return await self._runtime.mcp.call(name, arguments)
 
     def add_usage(self, usage: Usage | None, context_window: int | None) -> None:
         if usage is None:

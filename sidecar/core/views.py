@@ -19,6 +19,17 @@ class Awaiting:
 
 
 @dataclass(frozen=True, slots=True)
+class McpServerView:
+    """One MCP server of the session, as a user may see it (never its env or headers)."""
+
+    name: str
+    transport: str  # stdio | http | sse
+    status: str  # connecting | connected | failed | closed
+    tools: int
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class SessionView:
     record: SessionRecord
     live: bool  # this process holds a runtime for it
@@ -27,6 +38,7 @@ class SessionView:
     held_by: str | None  # another live sidecar process that runs it, if one does
     awaiting: Awaiting | None = None  # a tool call waiting for the user's consent
     sandbox_problem: str | None = None  # why commands cannot be contained, if they cannot
+    mcp: tuple[McpServerView, ...] = ()
 
     @property
     def session_id(self) -> str:

@@ -99,6 +99,7 @@ class ToolCallFinished:
     content: str  # the whole result, as the model is told it
     exit_code: int | None
     cancelled: bool
+    images: tuple[tuple[str, str], ...] = ()  # (mime type, base64 data): MCP tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,13 @@ class PermissionAsked:
 @dataclass(frozen=True, slots=True)
 class PermissionSettled:
     call_id: str
+    record: SessionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class McpServersChanged:
+    """The session's MCP servers connected, failed or reconnected (see the summary)."""
+
     record: SessionRecord
 
 
@@ -148,6 +156,7 @@ SessionEvent = (
     | ToolCallFinished
     | PermissionAsked
     | PermissionSettled
+    | McpServersChanged
     | ModeChanged
     | Compacted
     | TurnEnded

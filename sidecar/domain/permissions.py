@@ -43,6 +43,8 @@ class PermissionRequest:
     sandbox: Sandbox = Sandbox.WORKSPACE
     diffs: tuple[DiffContent, ...] = ()
     locations: tuple[tuple[str, int | None], ...] = ()
+    # Ask under `ask` even when an allow rule matches (an MCP tool marked destructive).
+    always_ask: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
     Compacted,
+    McpServersChanged,
     ModeChanged,
     PermissionAsked,
     PermissionSettled,
@@ -34,7 +35,7 @@ ViewOf = Callable[[SessionRecord], SessionView]
 
 
 def sse_event(body: SessionEvent, view_of: ViewOf) -> tuple[str, dict[str, Any]]:
-    if isinstance(body, StateChanged):
+    if isinstance(body, StateChanged | McpServersChanged):
         return "state", summary(view_of(body.record))
     if isinstance(body, PermissionAsked):
         return "permission_request", {

@@ -50,6 +50,16 @@ def summary(view: SessionView) -> dict[str, Any]:
         "effectiveSandbox": effective_sandbox(record.mode, record.sandbox).value,
         "sandboxProblem": view.sandbox_problem,
         "awaitingPermission": awaiting,
+        "mcpServers": [
+            {
+                "name": server.name,
+                "transport": server.transport,
+                "status": server.status,
+                "tools": server.tools,
+                "error": server.error,
+            }
+            for server in view.mcp
+        ],
         "createdAt": iso(record.created_at),
         "updatedAt": iso(record.updated_at),
         "http": http,

@@ -6,6 +6,7 @@ What it answers, by the last message of the context:
 - user `/fail [msg]`   -> raises ProviderError (a scripted provider failure)
 - user `$ CMD` or `/bash CMD` -> a `bash` tool call for CMD when the mode has tools,
                           else says tools are unavailable in this mode
+- user `/mcp SERVER TOOL {json}` -> a call of that MCP tool with those arguments
 - a compaction request -> "Summary of N earlier messages. The user asked: ..."
 - anything else        -> "Echo: <text>", streamed word by word
 """
@@ -38,6 +39,7 @@ COMMANDS = (
     ProviderCommand("bash", "run a shell command (the same as `$ CMD`)", "command"),
     ProviderCommand("sleep", "wait some seconds, then answer (cancellable)", "seconds [text]"),
     ProviderCommand("fail", "make the provider fail (to try error recovery)", "reason"),
+    ProviderCommand("mcp", "call an MCP tool", "server tool {json arguments}"),
 )
 
 
@@ -88,6 +90,8 @@ class OfflineProvider:
         if text.startswith("/fail"):
             reason = text.removeprefix("/fail").strip() or "scripted failure"
             raise ProviderError(f"offline provider: {reason}")
+        if text.startswith("/mcp"):
+            return await self._mcp_call(text.removeprefix("/mcp").strip(), tools, on_text)
         for prefix in ("$ ", "/bash "):
             if text.startswith(prefix):
                 command = text.removeprefix(prefix).strip()
@@ -105,6 +109,28 @@ class OfflineProvider:
                 )
                 return ProviderReply(text="", tool_calls=[call], finish_reason="tool_calls")
         return await self._stream(f"Echo: {text}", on_text)
+
+    async def _mcp_call(
+        self, words: str, tools: Sequence[dict[str, Any]], on_text: TextCallback
+    ) -> ProviderReply:
+        """`/mcp SERVER TOOL {json}`: a call of that MCP tool, by its public name."""
+        server, _, rest = words.partition(" ")
+        tool, _, arguments = rest.strip().partition(" ")
+        arguments = arguments.strip() or "{}"
+        names = [t.get("function", {}).get("name", "") for t in tools]
+        wanted = f"{server}__{tool}"
+        name = (
+            wanted
+            if wanted in names
+            else next((n for n in names if n.startswith(f"{server}__") and tool in n), None)
+        )
+        if not server or not tool or name is None:
+            offered = ", ".join(n for n in names if "__" in n) or "none"
+            return await self._stream(
+                f"No MCP tool {tool!r} of server {server!r} here (MCP tools: {offered}).", on_text
+            )
+        call = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=arguments)
+        return ProviderReply(text="", tool_calls=[call], finish_reason="tool_calls")
 
     @staticmethod
     def _summarize(conversation: str) -> str:
@@ -125,6 +151,10 @@ class OfflineProvider:
                     except (KeyError, TypeError, ValueError):
                         command = "command"
         content = str(result.get("content") or "")
+        tool = str(result.get("name") or "")
+        if tool and tool != "bash":  # an MCP tool: its result as it came
+            preview = "\n".join(content.splitlines()[:OUTPUT_PREVIEW_LINES])
+            return f"`{tool}` returned:\n{preview}"
         status_line, _, output = content.partition("\n")
         preview = "\n".join(output.splitlines()[:OUTPUT_PREVIEW_LINES])
         return f"`{command}` {status_line.lower()}" + (f"\n{preview}" if preview else "")

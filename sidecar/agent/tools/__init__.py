@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from protocol.values import Mode
+from sidecar.agent.mcp import ToolSpec
 from sidecar.agent.tools import bash
 
 SYSTEM_PROMPTS: Final[dict[Mode, str]] = {
@@ -30,3 +31,12 @@ def tools_for_mode(mode: Mode) -> list[dict[str, Any]]:
 
 def system_prompt(mode: Mode, cwd: str) -> str:
     return SYSTEM_PROMPTS[mode].format(cwd=cwd)
+
+
+def function_spec(tool: ToolSpec) -> dict[str, Any]:
+    """An MCP tool as a Chat Completions function (every provider adapter starts from it)."""
+    description = tool.description or tool.title or tool.tool
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": description, "parameters": tool.parameters},
+    }

@@ -1,0 +1,144 @@
+"""A runtime's MCP servers: connected with its generation, closed with it.
+
+The servers a client named (`mcpServers`, stored in the record) are connected in the
+background when the runtime starts, so opening a session never waits on a slow server;
+the first model call waits for them (bounded by the start timeout) so the model sees
+their tools. A server that fails does not fail the session: its status says why. Stdio
+servers run inside bubblewrap with their own PID namespace (sandbox `off`: a server
+needs the user's files and network), so none outlives the sidecar, even a SIGKILLed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.values import Mode, Sandbox
+from sidecar.agent import sandbox
+from sidecar.agent.mcp import (
+    HttpServer,
+    McpCallResult,
+    McpHub,
+    ServerStatus,
+    StdioServer,
+    ToolSpec,
+    parse_servers,
+)
+from sidecar.agent.sandbox import SandboxStatus
+from sidecar.core.views import McpServerView
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class McpSettings:
+    start_timeout: float = 20.0  # seconds a server may take to connect
+    call_timeout: float = 120.0  # seconds one tool call may take
+
+
+def specs_from_json(text: str) -> list[Any]:
+    """The stored definitions (validated when they were given)."""
+    return parse_servers(json.loads(text or "[]"))
+
+
+class McpTools:
+    def __init__(
+        self,
+        definitions: str,
+        settings: McpSettings,
+        output_cap: int,
+        cwd: str,
+        containment: SandboxStatus,
+    ) -> None:
+        self._hub: McpHub | None = None
+        self._starting: asyncio.Task[None] | None = None
+        specs = specs_from_json(definitions)
+        if not specs:
+            return
+        self._hub = McpHub(
+            specs,
+            start_timeout=settings.start_timeout,
+            call_timeout=settings.call_timeout,
+            output_cap=output_cap,
+            launcher=_contained(cwd, containment),
+            cwd=cwd,
+        )
+
+    @property
+    def active(self) -> bool:
+        return self._hub is not None
+
+    def start(self, on_settled: Callable[[], None]) -> None:
+        """Connect in the background; `on_settled` runs once every server connected or
+        failed (the session tells its clients)."""
+        if self._hub is not None and self._starting is None:
+            self._starting = asyncio.create_task(self._start(on_settled), name="mcp-start")
+
+    async def _start(self, on_settled: Callable[[], None]) -> None:
+        assert self._hub is not None
+        await self._hub.start()
+        on_settled()
+
+    async def ready(self) -> None:
+        """Wait (bounded by the start timeout) until every server connected or failed."""
+        if self._starting is not None:
+            await asyncio.shield(self._starting)
+
+    def statuses(self) -> list[ServerStatus]:
+        return self._hub.statuses() if self._hub is not None else []
+
+    def tools(self, mode: Mode) -> list[ToolSpec]:
+        """What the mode may use: everything in craft, read-only tools in plan, none in ask."""
+        if self._hub is None or mode is Mode.ASK:
+            return []
+        tools = self._hub.tools()
+        return tools if mode is Mode.CRAFT else [t for t in tools if t.read_only]
+
+    def tool(self, name: str, mode: Mode) -> ToolSpec | None:
+        return next((t for t in self.tools(mode) if t.name == name), None)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> McpCallResult:
+        assert self._hub is not None
+        return await self._hub.call(name, arguments)
+
+    async def reconnect(self, name: str) -> ServerStatus:
+        if self._hub is None:
+            raise KeyError(name)
+        return await self._hub.reconnect(name)
+
+    async def aclose(self) -> None:
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+        if self._hub is not None:
+            await self._hub.aclose()
+
+
+def _contained(cwd: str, containment: SandboxStatus) -> Callable[[list[str]], list[str]]:
+    def launch(argv: list[str]) -> list[str]:
+        if not containment.available or containment.bwrap is None:
+            log.warning("bubblewrap unavailable: MCP server %s runs uncontained", argv[:1])
+            return argv
+        return sandbox.wrap(argv, mode=Sandbox.OFF, cwd=cwd, bwrap=containment.bwrap)
+
+    return launch
+
+
+def server_views(tools: McpTools | None, definitions: str) -> tuple[McpServerView, ...]:
+    """A live runtime's servers as they are; a session without one: its definitions, closed."""
+    if tools is not None:
+        return tuple(
+            McpServerView(s.name, s.transport, s.status, s.tools, s.error) for s in tools.statuses()
+        )
+    views = []
+    for spec in specs_from_json(definitions):
+        transport = (
+            "stdio"
+            if isinstance(spec, StdioServer)
+            else ("http" if isinstance(spec, HttpServer) else "sse")
+        )
+        views.append(McpServerView(spec.name, transport, "closed", 0, None))
+    return tuple(views)
