@@ -30,6 +30,7 @@ class ErrorCode(IntEnum):
     SHUTTING_DOWN = -32048
     RUNTIME_FAILED = -32049
     PROVIDER_ERROR = -32050
+    CHECKPOINT_ERROR = -32051
 
 
 class ProtocolError(Exception):

@@ -46,9 +46,12 @@ class Method:
     PERMISSIONS: Final = "_session/permissions"
     SET_PERMISSIONS: Final = "_session/permissions/set"
     MCP_RECONNECT: Final = "_session/mcp/reconnect"
+    CHANGES: Final = "_session/changes"
+    REWIND: Final = "_session/rewind"
     SHUTDOWN: Final = "_sidecar/shutdown"
-    # extension notification (agent -> client)
+    # extension notifications (agent -> client)
     STATE: Final = "_session/state"
+    TURN_CHANGES: Final = "_session/turn_changes"
 
 
 ACP_METHODS: Final[tuple[str, ...]] = (
@@ -75,5 +78,7 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.PERMISSIONS,
     Method.SET_PERMISSIONS,
     Method.MCP_RECONNECT,
+    Method.CHANGES,
+    Method.REWIND,
     Method.SHUTDOWN,
 )

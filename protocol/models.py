@@ -9,10 +9,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
-from protocol.values import Approval, Backend, Mode, Sandbox, Status
+from protocol.values import Approval, Backend, Mode, RewindScope, Sandbox, Status
 
 
 class WireModel(BaseModel):
@@ -99,6 +107,7 @@ class SessionSummary(WireModel):
     sandbox: SandboxField  # the setting (workspace unless chosen)
     effective_sandbox: SandboxField  # what commands run under (plan: always read-only)
     sandbox_problem: str | None  # why commands cannot be contained here, if they cannot
+    checkpoint_problem: str | None  # why turns are not checkpointed, if they are not
     awaiting_permission: AwaitingPermission | None
     mcp_servers: list[McpServerStatus]
     created_at: str
@@ -161,6 +170,26 @@ ResizeBody = TerminalSize
 class CompactParams(StrictParams):
     session_id: SessionId
     keep_turns: JsonInt = Field(default=2, ge=0, le=1000)
+
+
+class ChangesParams(StrictParams):
+    session_id: SessionId
+    turn: JsonInt | None = Field(default=None, ge=1)  # None: the last turn
+
+
+class RewindParams(StrictParams):
+    session_id: SessionId
+    turn: JsonInt | None = Field(default=None, ge=1)
+    scope: Annotated[RewindScope, Field(strict=False)] = RewindScope.BOTH
+    force: StrictBool = False  # overwrite files changed outside the session since
+    dry_run: StrictBool = False  # say what would change, change nothing
+    undo: StrictBool = False  # take back the last code rewind (instead of a turn)
+
+    @model_validator(mode="after")
+    def _turn_or_undo(self) -> RewindParams:
+        if self.undo == (self.turn is not None):
+            raise ValueError("give either turn (rewind to before it) or undo: true")
+        return self
 
 
 class McpReconnectParams(StrictParams):
@@ -230,7 +259,7 @@ class ToolResultEntry(_Entry):
 
 class MarkerEntry(_Entry):
     type: Literal["marker"]
-    kind: str  # interrupted | compaction | cancelled | unknown
+    kind: str  # interrupted | compaction | cancelled | rewind | unknown
     text: str
 
 

@@ -56,6 +56,14 @@ class StopReason(StrEnum):
     CANCELLED = "cancelled"
 
 
+class RewindScope(StrEnum):
+    """What `_session/rewind` takes back: the files, the model's context, or both."""
+
+    CODE = "code"
+    CONVERSATION = "conversation"
+    BOTH = "both"
+
+
 MODE_DESCRIPTIONS: Final[dict[Mode, tuple[str, str]]] = {
     Mode.CRAFT: (
         "Craft",

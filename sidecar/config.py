@@ -12,6 +12,7 @@ import platformdirs
 
 from sidecar.agent.backends.groups import CommandLimits
 from sidecar.agent.providers.base import Provider
+from sidecar.checkpoints.store import CheckpointStore
 from sidecar.domain.records import SessionRecord
 from sidecar.store.base import SessionStore
 
@@ -36,6 +37,8 @@ class Config:
     context_window: int | None = None
     mcp_start_timeout: float = 20.0
     mcp_call_timeout: float = 120.0
+    checkpoints: bool = True
+    checkpoint_max_file_bytes: int = 10 * 1024 * 1024
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -111,8 +114,21 @@ def parse_args(argv: list[str] | None = None) -> Config:
     parser.add_argument(
         "--mcp-call-timeout", type=float, default=120.0, help="seconds one MCP tool call may take"
     )
+    parser.add_argument(
+        "--checkpoint-max-file-bytes",
+        type=int,
+        default=10 * 1024 * 1024,
+        help="files larger than this are left out of checkpoints (listed as skipped)",
+    )
+    parser.add_argument(
+        "--no-checkpoints",
+        action="store_true",
+        help="take no checkpoints of the working tree (no changes lists, no code rewind)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    if args.checkpoint_max_file_bytes <= 0:
+        parser.error("--checkpoint-max-file-bytes must be positive")
     if args.mcp_start_timeout <= 0 or args.mcp_call_timeout <= 0:
         parser.error("--mcp-start-timeout and --mcp-call-timeout must be positive")
     for name in ("max_tokens", "thinking_budget", "context_window"):
@@ -148,6 +164,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
         context_window=args.context_window,
         mcp_start_timeout=args.mcp_start_timeout,
         mcp_call_timeout=args.mcp_call_timeout,
+        checkpoints=not args.no_checkpoints,
+        checkpoint_max_file_bytes=args.checkpoint_max_file_bytes,
     )
 
 
@@ -159,6 +177,11 @@ def open_store(config: Config) -> SessionStore:
     from sidecar.store.sqlite import SqliteSessionStore
 
     return SqliteSessionStore(config.data_dir / "sessions.db")
+
+
+def checkpoint_store(config: Config) -> CheckpointStore:
+    root = config.data_dir / "checkpoints" if config.checkpoints else None
+    return CheckpointStore(root, config.checkpoint_max_file_bytes)
 
 
 def model_name(config: Config) -> str:

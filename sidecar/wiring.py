@@ -20,7 +20,7 @@ from sidecar.acp.permissions import make_asker
 from sidecar.acp.server import RpcServer
 from sidecar.agent import sandbox
 from sidecar.agent.providers.catalog import ModelCatalog
-from sidecar.config import Config, model_lister, model_name, provider_factory
+from sidecar.config import Config, checkpoint_store, model_lister, model_name, provider_factory
 from sidecar.core.events import EventHub
 from sidecar.core.leases import Leases
 from sidecar.core.manager import ManagerDeps, SessionManager
@@ -65,6 +65,7 @@ class Assembly:
                     sandbox=sandbox.probe(),
                     asker=make_asker(server),
                     mcp=McpSettings(config.mcp_start_timeout, config.mcp_call_timeout),
+                    checkpoints=checkpoint_store(config),
                 ),
                 events=EventHub(notify),
                 leases=Leases(config.lease_ttl),

@@ -10,11 +10,13 @@ from acp.helpers import update_agent_message_text
 
 from protocol.methods import Method
 from protocol.models import (
+    ChangesParams,
     CompactParams,
     McpReconnectParams,
     MessagesParams,
     RenameParams,
     ResizeParams,
+    RewindParams,
     StatusParams,
 )
 from protocol.values import StopReason
@@ -29,6 +31,7 @@ from sidecar.domain.records import iso
 from sidecar.domain.rules import parse_rules
 from sidecar.domain.titles import TITLE_CHARS
 from sidecar.wire import transcript as wire_transcript
+from sidecar.wire.changes import changes_body, rewind_body
 from sidecar.wire.summary import summary
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
@@ -66,6 +69,8 @@ class ExtensionHandlers:
             Method.PERMISSIONS: self.permissions,
             Method.SET_PERMISSIONS: self.set_permissions,
             Method.MCP_RECONNECT: self.reconnect_mcp,
+            Method.CHANGES: self.changes,
+            Method.REWIND: self.rewind,
             Method.SHUTDOWN: self.shutdown,
         }
 
@@ -89,6 +94,23 @@ class ExtensionHandlers:
         request = CompactParams.model_validate(params)
         outcome = await self.manager.compact(request.session_id, request.keep_turns)
         return compaction_result(outcome)
+
+    async def changes(self, params: dict[str, Any]) -> dict[str, Any]:
+        """What a turn changed in the working tree (default: the last), with its diff."""
+        request = ChangesParams.model_validate(params)
+        found = await self.manager.changes(request.session_id, request.turn)
+        return changes_body(found, with_diff=True)
+
+    async def rewind(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = RewindParams.model_validate(params)
+        outcome = await self.manager.rewind(
+            request.session_id,
+            request.turn,
+            request.scope,
+            force=request.force,
+            dry_run=request.dry_run,
+        )
+        return rewind_body(outcome)
 
     async def rename(self, params: dict[str, Any]) -> dict[str, Any]:
         request = RenameParams.model_validate(params)

@@ -235,10 +235,14 @@ class AcpHandlers:
 
     async def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
         request = ForkSessionRequest.model_validate({"mcpServers": [], **params})
+        turn = _meta(params).get("turn")
+        if turn is not None and (type(turn) is not int or turn < 1):
+            raise InvalidInput("_meta.turn", "must be a turn number (1 or more)")
         view = await self.manager.fork(
             request.session_id,
             _absolute("cwd", request.cwd),
             mcp_definitions(params, keep_when_empty=True),
+            before_turn=turn,
         )
         return {"sessionId": view.session_id, **await self._opened(view)}
 

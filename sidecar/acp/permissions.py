@@ -53,8 +53,8 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
     }
     if request.locations:
         tool_call["locations"] = [
-            {"path": path, **({"line": line} if line is not None else {})}
-            for path, line in request.locations
+            {"path": where.path, **({"line": where.line} if where.line is not None else {})}
+            for where in request.locations
         ]
     return {
         "sessionId": session_id,

@@ -16,13 +16,14 @@ from acp.helpers import (
     start_tool_call,
     text_block,
     tool_content,
+    tool_diff_content,
     update_agent_message_text,
     update_agent_thought_text,
     update_current_mode,
     update_tool_call,
     update_user_message_text,
 )
-from acp.schema import SessionInfoUpdate, SessionNotification, UsageUpdate
+from acp.schema import SessionInfoUpdate, SessionNotification, ToolCallLocation, UsageUpdate
 
 from protocol.methods import Method
 from sidecar.core.events import Event
@@ -44,6 +45,7 @@ from sidecar.domain.events import (
     UsageUpdated,
     UserMessageAdded,
 )
+from sidecar.domain.files import FileDiff, Location, TurnChanges
 from sidecar.domain.records import SessionRecord, iso
 from sidecar.domain.transcript import (
     AssistantEntry,
@@ -52,8 +54,9 @@ from sidecar.domain.transcript import (
     ToolResultEntry,
     UserEntry,
 )
+from sidecar.wire.changes import changes_body
 from sidecar.wire.summary import summary
-from sidecar.wire.transcript import tool_input, tool_title
+from sidecar.wire.transcript import tool_input, tool_kind, tool_title
 
 Notification = tuple[str, dict[str, Any]]
 ViewOf = Callable[[SessionRecord], SessionView]
@@ -64,6 +67,15 @@ def session_update(session_id: str, update: Any) -> Notification:
     return Method.SESSION_UPDATE, notification.model_dump(
         by_alias=True, exclude_none=True, mode="json"
     )
+
+
+def _diffs(diffs: Iterable[FileDiff]) -> list[Any]:
+    return [tool_diff_content(d.path, d.new_text, d.old_text) for d in diffs]
+
+
+def _locations(locations: Iterable[Location]) -> list[ToolCallLocation] | None:
+    found = [ToolCallLocation(path=where.path, line=where.line) for where in locations]
+    return found or None
 
 
 def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
@@ -101,6 +113,8 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
                 body.title,
                 kind=body.kind.value,
                 status="pending",
+                content=_diffs(body.diffs) or None,
+                locations=_locations(body.locations),
                 raw_input=dict(body.raw_input),
             ),
         )
@@ -111,7 +125,7 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
         update.field_meta = {"output": body.text}
         return session_update(session_id, update)
     if isinstance(body, ToolCallFinished):
-        content = [tool_content(text_block(body.content))]
+        content: list[Any] = [*_diffs(body.diffs), tool_content(text_block(body.content))]
         content += [tool_content(image_block(data, mime)) for mime, data in body.images]
         return session_update(
             session_id,
@@ -124,6 +138,8 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
         )
     if isinstance(body, ModeChanged):
         return session_update(session_id, update_current_mode(body.mode.value))
+    if isinstance(body, TurnChanges):
+        return Method.TURN_CHANGES, {"sessionId": session_id, **changes_body(body)}
     return None
 
 
@@ -144,7 +160,7 @@ def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[
                     start_tool_call(
                         call.call_id,
                         tool_title(call, arguments),
-                        kind="execute",
+                        kind=tool_kind(call.name).value,
                         status="pending",
                         raw_input=arguments,
                     ),

@@ -18,6 +18,8 @@ from sidecar.domain.transcript import (
     AssistantEntry,
     Entry,
     MarkerEntry,
+    MarkerKind,
+    Skip,
     ToolResultEntry,
     UserEntry,
 )
@@ -65,6 +67,11 @@ def to_provider_message(entry: Entry) -> ChatMessage | None:
     return None
 
 
+async def _marker(read: PageReader, index: int) -> MarkerEntry | None:
+    found = await read(index, 1)
+    return found[0] if found and isinstance(found[0], MarkerEntry) else None
+
+
 def _size(message: ChatMessage) -> int:
     size = len(str(message.get("content") or ""))
     for call in message.get("tool_calls") or []:
@@ -73,8 +80,9 @@ def _size(message: ChatMessage) -> int:
 
 
 class ProviderContext:
-    def __init__(self, summary: str | None = None) -> None:
+    def __init__(self, summary: str | None = None, skips: tuple[Skip, ...] = ()) -> None:
         self.summary = summary
+        self.skips = skips  # rewound ranges left out (kept for the next compaction marker)
         self._entries: list[tuple[int, ChatMessage]] = []  # (transcript index, message)
         # What the provider is sent, kept well formed incrementally so a model call does
         # not re-check the whole context: only the part from the last message that made
@@ -85,14 +93,31 @@ class ProviderContext:
 
     @classmethod
     async def load(cls, read: PageReader, record: SessionRecord) -> ProviderContext:
-        summary = None
+        """The context the record points at: its marker (a compaction or a rewind) says
+        which summary and which rewound ranges; the entries are read from `context_from`,
+        jumping over the ranges."""
+        summary: str | None = None
+        skips: tuple[Skip, ...] = ()
         if record.summary_index is not None:
-            marker = await read(record.summary_index, 1)
-            if marker and isinstance(marker[0], MarkerEntry):
-                summary = marker[0].text
-        context = cls(summary)
+            marker = await _marker(read, record.summary_index)
+            if marker is not None:
+                skips = marker.skips
+                if marker.kind is MarkerKind.COMPACTION:
+                    summary = marker.text
+                elif marker.summary_index is not None:
+                    source = await _marker(read, marker.summary_index)
+                    summary = source.text if source is not None else None
+        context = cls(summary, skips)
         offset = record.context_from
-        while page := await read(offset, PAGE):
+        ordered = sorted(skips)
+        while True:
+            for start, end in ordered:
+                if start <= offset < end:
+                    offset = end
+            limit = min([PAGE, *(start - offset for start, _ in ordered if start > offset)])
+            page = await read(offset, limit)
+            if not page:
+                break
             for index, entry in enumerate(page, start=offset):
                 context.append(index, entry)
             offset += len(page)
@@ -157,6 +182,7 @@ class ProviderContext:
     def compact(self, summary: str, keep_from: int) -> None:
         self._entries = [(i, m) for i, m in self._entries if i >= keep_from]
         self.summary = summary
+        self.skips = tuple(skip for skip in self.skips if skip[1] > keep_from)
         self.chars = len(summary) + sum(_size(m) for _, m in self._entries)
         self._settle()
 

@@ -66,3 +66,6 @@ class TurnHost(Protocol):
 
     async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
         """Run one command on the session's backend (pipe or pty)."""
+
+    async def before_tool_call(self) -> None:
+        """Right before a tool that may change files runs: the turn's checkpoint is taken."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Final
+from typing import Any, Final
 
 from protocol.values import Sandbox, StopReason
 from sidecar.agent.backends.groups import CommandResult
@@ -19,7 +19,7 @@ from sidecar.agent.mcp import ToolSpec
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.base import ToolCall
 from sidecar.agent.sandbox import SandboxUnavailable
-from sidecar.agent.tools import bash
+from sidecar.agent.tools import BUILT_IN, bash, files
 from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
@@ -29,12 +29,14 @@ from sidecar.domain.events import (
     ToolKind,
     ToolOutputChunk,
 )
+from sidecar.domain.files import FileDiff, Location
 from sidecar.domain.permissions import PermissionRequest
 from sidecar.domain.transcript import AssistantEntry, ToolCallRequest, ToolResultEntry
 
 log = logging.getLogger(__name__)
 
 MAX_MODEL_CALLS: Final = 25
+RAW_TEXT_SHOWN: Final = 4096  # characters of a file tool's text argument shown as raw input
 NOT_RUN_CANCELLED: Final = "Not run: the turn was cancelled while waiting for approval."
 # Chat Completions finish reasons that end the turn before any tool runs.
 _STOPPING: Final[dict[str, StopReason]] = {
@@ -82,14 +84,25 @@ async def run_turn(host: TurnHost) -> TurnOutcome:
 
 
 async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
-    if call.name != bash.NAME:
-        spec = host.mcp_tool(call.name)
-        if spec is not None:
-            await _run_mcp_call(host, call, spec)
-            return
-        names = ", ".join(t["function"]["name"] for t in host.tool_specs()) or "none"
-        await _finish(host, call, f"Unknown tool {call.name!r}; the tools are: {names}.", None)
+    built_in = BUILT_IN[host.mode]
+    if call.name == bash.NAME and call.name in built_in:
+        await _run_command(host, call)
         return
+    if call.name in files.NAMES and call.name in built_in:
+        if call.name in files.WRITES:
+            await _run_write(host, call)
+        else:
+            await _run_read(host, call)
+        return
+    spec = host.mcp_tool(call.name)
+    if spec is not None:
+        await _run_mcp_call(host, call, spec)
+        return
+    names = ", ".join(t["function"]["name"] for t in host.tool_specs()) or "none"
+    await _finish(host, call, f"Unknown tool {call.name!r}; the tools are: {names}.", None)
+
+
+async def _run_command(host: TurnHost, call: ToolCall) -> None:
     try:
         command = bash.parse_arguments(call.arguments)
     except ValueError as exc:
@@ -106,6 +119,7 @@ async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
         )
         if not await _consent(host, call, request):
             return
+    await host.before_tool_call()
     host.publish(ToolCallRunning(call.id))
     try:
         result = await host.execute(
@@ -127,6 +141,94 @@ async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
         await _finish(host, call, str(exc), None)
         return
     await _finish(host, call, bash.format_result(result, host.limits), result)
+
+
+def _display_input(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A file tool's arguments as shown: long texts cut (the diff shows them whole)."""
+    return {
+        key: value[:RAW_TEXT_SHOWN] + "…"
+        if isinstance(value, str) and len(value) > RAW_TEXT_SHOWN
+        else value
+        for key, value in arguments.items()
+    }
+
+
+def _path_title(name: str, arguments: dict[str, Any]) -> str:
+    path = arguments.get("path")
+    return f"{files.TITLES[name]} {path if isinstance(path, str) and path else '.'}"
+
+
+async def _run_read(host: TurnHost, call: ToolCall) -> None:
+    """read_file, list_files: nothing changes, nobody is asked (bash may read as much)."""
+    try:
+        arguments = files.arguments(call.arguments)
+    except files.ToolError as exc:
+        await _finish(host, call, f"Invalid {call.name} call: {exc}.", None)
+        return
+    kind = files.KINDS[call.name]
+    title = _path_title(call.name, arguments)
+    try:
+        target = files.resolve(host.cwd, str(arguments.get("path") or "."))
+        where: tuple[Location, ...] = (Location(str(target), 1 if kind is ToolKind.READ else None),)
+    except files.ToolError:
+        where = ()
+    host.publish(ToolCallStarted(call.id, call.name, title, kind, _display_input(arguments), where))
+    host.publish(ToolCallRunning(call.id))
+    run = files.read_file if call.name == files.READ_FILE else files.list_files
+    try:
+        text, _target = await asyncio.to_thread(run, host.cwd, arguments)
+        ok = True
+    except files.ToolError as exc:
+        text, ok = str(exc), False
+    await _finish(host, call, text, None, ok=ok)
+
+
+async def _run_write(host: TurnHost, call: ToolCall) -> None:
+    """write_file, edit_file: the exact change is planned, shown, approved, then written —
+    and refused if the file changed in between."""
+    try:
+        arguments = files.arguments(call.arguments)
+    except files.ToolError as exc:
+        await _finish(host, call, f"Invalid {call.name} call: {exc}.", None)
+        return
+    title = _path_title(call.name, arguments)
+    shown = _display_input(arguments)
+    sandbox = host.sandbox
+    try:
+        if sandbox is Sandbox.READ_ONLY:
+            raise files.ToolError("refused: the session's sandbox is read-only")
+        plan = await asyncio.to_thread(
+            files.plan_write, host.cwd, call.name, arguments, sandbox is Sandbox.OFF
+        )
+    except files.ToolError as exc:
+        host.publish(ToolCallStarted(call.id, call.name, title, ToolKind.EDIT, shown))
+        await _finish(host, call, f"Not written: {exc}.", None, ok=False)
+        return
+    title = f"{files.TITLES[call.name]} {plan.display}"
+    diff = FileDiff(str(plan.target), plan.old_text, plan.new_text)
+    where = (Location(str(plan.target), plan.line),)
+    host.publish(ToolCallStarted(call.id, call.name, title, ToolKind.EDIT, shown, where, (diff,)))
+    request = PermissionRequest(
+        call.id,
+        call.name,
+        title,
+        ToolKind.EDIT,
+        plan.display,
+        shown,
+        host.cwd,
+        sandbox,
+        diffs=(diff,),
+        locations=where,
+    )
+    if not await _consent(host, call, request):
+        return
+    await host.before_tool_call()
+    host.publish(ToolCallRunning(call.id))
+    try:
+        text, ok = await asyncio.to_thread(files.apply_write, plan), True
+    except files.ToolError as exc:
+        text, ok = f"Not written: {exc}.", False
+    await _finish(host, call, text, None, ok=ok, diffs=(diff,) if ok else ())
 
 
 async def _consent(host: TurnHost, call: ToolCall, request: PermissionRequest) -> bool:
@@ -179,6 +281,7 @@ async def _run_mcp_call(host: TurnHost, call: ToolCall, spec: ToolSpec) -> None:
         )
         if not await _consent(host, call, request):
             return
+    await host.before_tool_call()
     host.publish(ToolCallRunning(call.id))
     try:
         result = await host.call_mcp(call.name, arguments)
@@ -203,9 +306,14 @@ async def _finish(
     result: CommandResult | None,
     *,
     cancelled: bool = False,
+    ok: bool | None = None,
+    diffs: tuple[FileDiff, ...] = (),
 ) -> None:
+    """Record the call's result (every call gets one) and tell clients. `ok` defaults to
+    the command's exit status (no command: failed)."""
     exit_code = None if result is None else result.exit_code
     await host.record(
         ToolResultEntry(call.id, call.name, content, exit_code, bool(result and result.truncated))
     )
-    host.publish(ToolCallFinished(call.id, exit_code == 0, content, exit_code, cancelled))
+    succeeded = exit_code == 0 if ok is None else ok
+    host.publish(ToolCallFinished(call.id, succeeded, content, exit_code, cancelled, diffs=diffs))

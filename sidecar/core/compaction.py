@@ -33,12 +33,19 @@ async def compact(host: TurnRunner, context: ProviderContext, keep_turns: int) -
     )
     host.add_usage(reply.usage, host.provider.context_window)
     summary = reply.text.strip() or "(the provider returned an empty summary)"
-    marker = MarkerEntry(MarkerKind.COMPACTION, summary, keep_from)
     runtime = host.runtime
     store = runtime.store
     # The runtime is the session's one writer and holds the turn lock: the marker's index
     # is the current length, and the pointer to it lands in the same transaction.
-    index = (await store.get(runtime.session_id)).message_count
+    current = await store.get(runtime.session_id)
+    index = current.message_count
+    marker = MarkerEntry(
+        MarkerKind.COMPACTION,
+        summary,
+        keep_from,
+        skips=tuple(skip for skip in context.skips if skip[1] > keep_from),
+        previous=current.summary_index,
+    )
     record = await store.update(
         runtime.session_id,
         runtime.generation,

@@ -14,27 +14,39 @@ import os
 import uuid
 from dataclasses import dataclass
 
-from protocol.values import Approval, Backend, Mode, Sandbox, Status
+from protocol.values import Approval, Backend, Mode, RewindScope, Sandbox, Status
+from sidecar.agent.context import PageReader
 from sidecar.agent.outcome import TurnOutcome
+from sidecar.checkpoints.history import turn_changes
 from sidecar.core.endpoint import SessionEndpoint
 from sidecar.core.events import EventHub
 from sidecar.core.lease_renewal import LeaseRenewal
 from sidecar.core.leases import Leases
 from sidecar.core.mcp_tools import server_views
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
+from sidecar.core.rewind import ContextState, context_at, locate_turn
 from sidecar.core.runtime import RuntimeDeps, SessionRuntime
 from sidecar.core.settings import SessionSettings
-from sidecar.core.views import Awaiting, CompactionOutcome, SessionView, TerminalSize
+from sidecar.core.views import (
+    Awaiting,
+    CompactionOutcome,
+    RewindOutcome,
+    SessionView,
+    TerminalSize,
+)
 from sidecar.domain.errors import (
+    CheckpointError,
     InvalidInput,
     InvalidState,
     LeaseHeld,
     RuntimeLive,
+    SessionBusy,
     SessionNotLive,
     ShuttingDown,
     SidecarError,
 )
 from sidecar.domain.events import Origin, StateChanged
+from sidecar.domain.files import TurnChanges
 from sidecar.domain.records import LIVE_STATES, SessionRecord, check_transition, now
 from sidecar.domain.transcript import Entry, from_row
 
@@ -102,11 +114,20 @@ class SessionManager:
                 awaiting = Awaiting(request.call_id, request.title, waiting.since)
             mcp = server_views(runtime.mcp, record.mcp_servers)
             return SessionView(
-                record, True, runtime.url, runtime.token, None, awaiting, problem, mcp
+                record,
+                True,
+                runtime.url,
+                runtime.token,
+                None,
+                awaiting,
+                problem,
+                mcp,
+                runtime.checkpoints.problem,
             )
         holder = self._leases.holder(record, now())
         mcp = server_views(None, record.mcp_servers)
-        return SessionView(record, False, None, None, holder, None, problem, mcp)
+        checkpoints = self._deps.runtime.checkpoints.problem
+        return SessionView(record, False, None, None, holder, None, problem, mcp, checkpoints)
 
     async def view(self, session_id: str) -> SessionView:
         return self.view_of(await self.store.get(session_id))
@@ -311,26 +332,44 @@ class SessionManager:
             self.events.publish(record.session_id, StateChanged(record))
         return record
 
-    async def fork(self, session_id: str, cwd: str, mcp_servers: str | None = None) -> SessionView:
-        """A new session (new id, generation 1) with a copy of the transcript so far; of a
-        running session, up to its last completed turn."""
+    async def fork(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: str | None = None,
+        before_turn: int | None = None,
+    ) -> SessionView:
+        """A new session (new id, generation 1) with a copy of the transcript so far (of a
+        running session, up to its last completed turn), or up to before `before_turn`;
+        with the source's checkpoints when it works in the same directory."""
         self._refuse_if_shutting_down()
         source = await self.store.get(session_id)
         upto, turns = source.message_count, source.turns
         runtime = self.runtime(session_id)
         if runtime is not None and runtime.turns.before_turn is not None:
             upto, turns = runtime.turns.before_turn
-        keeps_summary = source.summary_index is not None and source.summary_index < upto
+        context = ContextState(source.summary_index, source.context_from, None, ())
+        if before_turn is not None:
+            if not 1 <= before_turn <= turns:
+                raise InvalidInput("turn", f"the session has {turns} completed turn(s)")
+            read = self._reader(session_id)
+            start = await locate_turn(read, upto, before_turn)
+            if start is None:
+                raise InvalidInput("turn", f"turn {before_turn} is not in the transcript")
+            upto, turns = start, before_turn - 1
+            context = await context_at(read, source, start)
+        keeps_summary = context.pointer is not None and context.pointer < upto
+        cwd = _existing_dir(cwd)
         record = self._new_record(
-            _existing_dir(cwd),
+            cwd,
             source.mode,
             source.backend,
             f"{source.title} (fork)"[:FORK_TITLE_MAX],
         ).replace(
             model=source.model,
             forked_from=session_id,
-            context_from=source.context_from if keeps_summary else 0,
-            summary_index=source.summary_index if keeps_summary else None,
+            context_from=context.context_from if keeps_summary else 0,
+            summary_index=context.pointer if keeps_summary else None,
             turns=turns,
             approval=source.approval,
             sandbox=source.sandbox,
@@ -338,7 +377,20 @@ class SessionManager:
             mcp_servers=source.mcp_servers if mcp_servers is None else mcp_servers,
         )
         async with self.locks.hold(record.session_id):
+            if cwd == source.cwd:
+                try:
+                    await self._deps.runtime.checkpoints.fork(
+                        session_id, record.session_id, cwd, before_turn
+                    )
+                except (CheckpointError, OSError) as exc:
+                    log.warning("fork %s: checkpoints not copied: %s", record.session_id, exc)
             return await self._start(await self.store.fork(session_id, record, upto))
+
+    def _reader(self, session_id: str) -> PageReader:
+        async def read(offset: int, limit: int) -> list[Entry]:
+            return [from_row(row) for row in await self.store.messages(session_id, offset, limit)]
+
+        return read
 
     async def delete(self, session_id: str) -> None:
         async with self.locks.hold(session_id):
@@ -349,6 +401,11 @@ class SessionManager:
                 raise RuntimeLive(session_id, "delete")
             await self.store.delete(session_id)
             self.events.forget(session_id)
+            try:
+                await self._deps.runtime.checkpoints.remove(session_id)
+            except OSError as exc:
+                # The session is gone; its snapshots' directory stays until removed by hand.
+                log.error("session %s deleted, but its checkpoints were not: %s", session_id, exc)
 
     # ---- turns and settings --------------------------------------------------------------
 
@@ -399,6 +456,46 @@ class SessionManager:
         self._refuse_if_shutting_down()
         runtime = await self.live(session_id, "compact")
         return await runtime.turns.compact(keep_turns)
+
+    async def changes(self, session_id: str, turn: int | None) -> TurnChanges:
+        """What a turn changed (default: the last), with its diff."""
+        record = await self.store.get(session_id)
+        if record.turns == 0:
+            raise InvalidInput("turn", "the session has no turns yet")
+        turn = record.turns if turn is None else turn
+        if not 1 <= turn <= record.turns:
+            raise InvalidInput("turn", f"no turn {turn}: the session has {record.turns} turn(s)")
+        runtime = self.runtime(session_id)
+        if runtime is not None:
+            idle = not runtime.turns.busy and runtime.status is Status.IDLE
+            return await runtime.checkpoints.changes(turn, idle=idle)
+        repo = self._deps.runtime.checkpoints.repo(session_id, record.cwd)
+        if not repo.exists:
+            raise CheckpointError(f"session {session_id} has no checkpoints")
+        return await turn_changes(repo, turn, current=None, with_diff=True)
+
+    async def rewind(
+        self,
+        session_id: str,
+        turn: int | None,
+        scope: RewindScope,
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> RewindOutcome:
+        """Code, conversation or both back to before `turn` (None: undo the last code
+        rewind); only while idle."""
+        self._refuse_if_shutting_down()
+        runtime = await self.live(session_id, "rewind")
+        turns = runtime.record.turns
+        if turn is None:
+            if scope is not RewindScope.CODE:
+                raise InvalidInput("undo", "undo takes back a code rewind: scope must be code")
+        elif not 1 <= turn <= turns:
+            raise InvalidInput("turn", f"no turn {turn}: the session has {turns} turn(s)")
+        if runtime.turns.busy:
+            raise SessionBusy(session_id)
+        return await runtime.turns.rewind(turn, scope, force=force, dry_run=dry_run)
 
     async def resize(
         self, session_id: str, rows: int, cols: int, *, generation: int | None = None

@@ -24,7 +24,9 @@ from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.sandbox import SandboxMode, SandboxStatus
+from sidecar.checkpoints.store import CheckpointStore
 from sidecar.core.approvals import ApprovalDesk, Asker
+from sidecar.core.checkpointing import TurnCheckpoints
 from sidecar.core.events import EventStream
 from sidecar.core.mcp_tools import McpSettings, McpTools
 from sidecar.core.ports import Listener, ListenerFactory, ProviderFactory
@@ -54,6 +56,7 @@ class RuntimeDeps:
     sandbox: SandboxStatus = field(default_factory=sandbox.probe)
     asker: Asker | None = None  # asks the stdio client for consent; None: nobody to ask
     mcp: McpSettings = McpSettings()
+    checkpoints: CheckpointStore = field(default_factory=lambda: CheckpointStore(None))
 
 
 class SessionRuntime:
@@ -80,6 +83,7 @@ class SessionRuntime:
         self.mcp = McpTools(
             record.mcp_servers, deps.mcp, deps.limits.output_cap, record.cwd, deps.sandbox
         )
+        self.checkpoints = TurnCheckpoints(deps.checkpoints, record.session_id, record.cwd)
 
     @property
     def session_id(self) -> str:
@@ -150,6 +154,7 @@ class SessionRuntime:
             raise InvalidState(f"session {self.session_id} was closed while starting")
         # In the background: a slow server does not hold the session up.
         self.mcp.start(self._announce_mcp)
+        self.checkpoints.start_opening(self.record.turns)
         await self.transition(Status.IDLE)
 
     async def close(self) -> None:
@@ -195,6 +200,7 @@ class SessionRuntime:
             self.events.publish(McpServersChanged(self.record))
 
     async def _release(self) -> None:
+        await self.checkpoints.aclose()
         try:
             await self.mcp.aclose()
         except Exception:

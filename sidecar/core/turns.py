@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from protocol.values import Mode, Sandbox, Status, StopReason
+from protocol.values import Mode, RewindScope, Sandbox, Status, StopReason
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.context import ChatMessage, ProviderContext
 from sidecar.agent.loop import run_turn
@@ -25,8 +25,11 @@ from sidecar.agent.providers.base import Provider, Usage
 from sidecar.agent.providers.offline import CHARS_PER_TOKEN
 from sidecar.agent.tools import function_spec, system_prompt, tools_for_mode
 from sidecar.core import compaction
-from sidecar.core.views import CompactionOutcome
+from sidecar.core import rewind as rewind_steps
+from sidecar.core.views import CompactionOutcome, RewindOutcome
 from sidecar.domain.errors import (
+    CheckpointError,
+    InvalidInput,
     InvalidState,
     ProviderError,
     SessionBusy,
@@ -66,6 +69,8 @@ class TurnRunner:
         self._cancel_requested = False
         self._context: ProviderContext | None = None
         self._usage = Usage()  # of the running turn (or compaction)
+        self._turn: int | None = None  # the running turn's number (None: not a turn)
+        self._acted = False  # whether the running turn ran a tool (it may have changed files)
         # (transcript length, turns) when the running turn began: a fork copies up to here.
         self.before_turn: tuple[int, int] | None = None
 
@@ -104,13 +109,15 @@ class TurnRunner:
                     Status.RUNNING, append=entry, interrupted=False, turns=turn
                 )
             self.before_turn = (started.message_count - 1, turn - 1)
+            self._turn = turn
+            runtime.checkpoints.begin(turn)
             if self._context is not None:
                 self._context.append(started.message_count - 1, entry)
             runtime.events.publish(UserMessageAdded(text, origin))
             if titled:
                 runtime.events.publish(TitleChanged(started.title, started.updated_at))
 
-        return self._begin(claim, lambda: run_turn(self), cancelled)
+        return self._begin(claim, lambda: run_turn(self), cancelled, self._checkpoint_end)
 
     async def compact(self, keep_turns: int) -> CompactionOutcome:
         """`_session/compact`: summarize all but the last `keep_turns` turns, under the lock."""
@@ -123,6 +130,26 @@ class TurnRunner:
             return await compaction.compact(self, await self._ensure_context(), keep_turns)
 
         cancelled = CompactionOutcome(compacted=False, cancelled=True)
+        return await asyncio.shield(self._begin(claim, work, cancelled))
+
+    async def rewind(
+        self, turn: int | None, scope: RewindScope, *, force: bool, dry_run: bool
+    ) -> RewindOutcome:
+        """`_session/rewind`, under the turn lock (a prompt meanwhile is busy)."""
+
+        async def claim() -> None:
+            started = await self._runtime.transition(Status.RUNNING)
+            self.before_turn = (started.message_count, started.turns)
+
+        async def work() -> RewindOutcome:
+            # Not cancellable half way: the restore is journaled, but a rewind asked for is
+            # a rewind done.
+            task = asyncio.ensure_future(
+                rewind_steps.rewind(self, turn, scope, force=force, dry_run=dry_run)
+            )
+            return await asyncio.shield(task)
+
+        cancelled = RewindOutcome(scope, turn, None, None, dry_run, cancelled=True)
         return await asyncio.shield(self._begin(claim, work, cancelled))
 
     def abort(self) -> bool:
@@ -146,6 +173,7 @@ class TurnRunner:
         claim: Callable[[], Awaitable[None]],
         work: Callable[[], Coroutine[Any, Any, T]],
         on_cancel: T,
+        after: Callable[[], Awaitable[None]] | None = None,
     ) -> asyncio.Task[T]:
         """The turn lock, taken synchronously (so a cancel right behind a prompt sees it)."""
         runtime = self._runtime
@@ -158,7 +186,9 @@ class TurnRunner:
             )
         self._cancel_requested = False
         self._usage = Usage()
-        supervisor = asyncio.create_task(self._supervise(claim, work, on_cancel))
+        self._turn = None
+        self._acted = False
+        supervisor = asyncio.create_task(self._supervise(claim, work, on_cancel, after))
         self._supervisor = supervisor
         supervisor.add_done_callback(self._released)
         return supervisor
@@ -174,14 +204,20 @@ class TurnRunner:
         claim: Callable[[], Awaitable[None]],
         work: Callable[[], Coroutine[Any, Any, T]],
         on_cancel: T,
+        after: Callable[[], Awaitable[None]] | None,
     ) -> T:
         await claim()  # a refusal here (store error, superseded) changed nothing
         if self._cancel_requested:
+            if after is not None:
+                await after()
             await self._end(Status.IDLE)
             self._runtime.events.publish(TurnEnded(StopReason.CANCELLED))
             return on_cancel
         inner = asyncio.create_task(work())
         self._work = inner
+        await asyncio.wait([inner])
+        if after is not None:
+            await after()  # however the work ended: what it changed is recorded first
         try:
             result = await inner
         except asyncio.CancelledError:
@@ -193,6 +229,10 @@ class TurnRunner:
         except ProviderError as exc:
             await self._end(Status.ERROR, last_error=str(exc))
             self._runtime.events.publish(TurnEnded(None, str(exc)))
+            raise
+        except (InvalidInput, CheckpointError):
+            # A refusal (a rewind with nothing to rewind to): the session is as it was.
+            await self._end(Status.IDLE)
             raise
         except StaleGeneration:
             log.warning(
@@ -212,6 +252,15 @@ class TurnRunner:
             turn = self.before_turn[1] + 1
             return dataclasses.replace(result, usage=self._usage, turn=turn)  # type: ignore[return-value]
         return result
+
+    async def _checkpoint_end(self) -> None:
+        """The turn's after-checkpoint, and clients told what it changed."""
+        turn = self._turn
+        if turn is None:
+            return
+        changes = await self._runtime.checkpoints.end(turn, self._acted)
+        if changes is not None:
+            self._runtime.events.publish(changes)
 
     async def _end(self, new: Status, last_error: str | None = None) -> None:
         runtime = self._runtime
@@ -262,7 +311,7 @@ class TurnRunner:
         if self._context is not None:
             self._context.append(index, entry)
 
-    async def _read_entries(self, offset: int, limit: int) -> list[Entry]:
+    async def read_entries(self, offset: int, limit: int) -> list[Entry]:
         runtime = self._runtime
         rows = await runtime.store.messages(runtime.session_id, offset, limit)
         return [from_row(row) for row in rows]
@@ -272,8 +321,12 @@ class TurnRunner:
             # Loaded once per generation, on the first model call, not at resume.
             runtime = self._runtime
             record = await runtime.store.get(runtime.session_id)
-            self._context = await ProviderContext.load(self._read_entries, record)
+            self._context = await ProviderContext.load(self.read_entries, record)
         return self._context
+
+    def forget_context(self) -> None:
+        """The record points at a new context (a rewind): load it on the next model call."""
+        self._context = None
 
     def provider_context(self) -> list[ChatMessage]:
         if self._context is None:
@@ -319,6 +372,10 @@ class TurnRunner:
 
     async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
         return await self._runtime.execute(command, on_output)
+
+    async def before_tool_call(self) -> None:
+        self._acted = True
+        await self._runtime.checkpoints.ready()
 
     # ---- for compaction ----------------------------------------------------------------------
 

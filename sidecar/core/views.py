@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.values import RewindScope
+from sidecar.domain.files import CodeRewind
 from sidecar.domain.records import SessionRecord
 
 
@@ -39,6 +41,7 @@ class SessionView:
     awaiting: Awaiting | None = None  # a tool call waiting for the user's consent
     sandbox_problem: str | None = None  # why commands cannot be contained, if they cannot
     mcp: tuple[McpServerView, ...] = ()
+    checkpoint_problem: str | None = None  # why turns are not checkpointed, if they are not
 
     @property
     def session_id(self) -> str:
@@ -59,3 +62,13 @@ class CompactionOutcome:
     summary_index: int | None = None
     context_from: int | None = None
     context_chars: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RewindOutcome:
+    scope: RewindScope
+    turn: int | None  # None: a code rewind undone
+    code: CodeRewind | None  # the files' part (scope code or both)
+    marker_index: int | None  # the conversation's part: its marker in the transcript
+    dry_run: bool = False
+    cancelled: bool = False

@@ -16,6 +16,7 @@ edges knows about JSON-RPC or HTTP.
     ├── ProviderError         the model provider failed
     ├── ResourceExhausted     no file descriptors / sockets left
     ├── RuntimeFailed         a runtime could not start (the record keeps the error)
+    ├── CheckpointError       checkpoints are off, git is missing or failed, none was taken
     └── ShuttingDown
 """
 
@@ -114,6 +115,10 @@ class RuntimeFailed(SidecarError):
         super().__init__(f"session {session_id}: runtime failed to start: {reason}")
         self.session_id = session_id
         self.reason = reason
+
+
+class CheckpointError(SidecarError):
+    """No checkpoint to answer from (turned off, no git, git failed, none taken)."""
 
 
 class ShuttingDown(SidecarError):

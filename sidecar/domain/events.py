@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from protocol.values import Mode, StopReason
+from sidecar.domain.files import FileDiff, Location, TurnChanges
 from sidecar.domain.records import SessionRecord
 
 
@@ -79,6 +80,8 @@ class ToolCallStarted:
     title: str
     kind: ToolKind
     raw_input: Mapping[str, Any] = field(default_factory=dict)
+    locations: tuple[Location, ...] = ()
+    diffs: tuple[FileDiff, ...] = ()  # a file tool's change, shown before it is made
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,7 @@ class ToolCallFinished:
     exit_code: int | None
     cancelled: bool
     images: tuple[tuple[str, str], ...] = ()  # (mime type, base64 data): MCP tools
+    diffs: tuple[FileDiff, ...] = ()  # what a file tool wrote
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,4 +164,5 @@ SessionEvent = (
     | ModeChanged
     | Compacted
     | TurnEnded
+    | TurnChanges  # a turn that changed files ended: what it changed (without the diff)
 )

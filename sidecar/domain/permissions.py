@@ -10,6 +10,7 @@ from typing import Any
 
 from protocol.values import Sandbox
 from sidecar.domain.events import ToolKind
+from sidecar.domain.files import FileDiff, Location
 from sidecar.domain.rules import Rule
 
 
@@ -23,15 +24,6 @@ class Choice(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class DiffContent:
-    """A file change the user approves exactly (file tools)."""
-
-    path: str
-    old_text: str | None
-    new_text: str
-
-
-@dataclass(frozen=True, slots=True)
 class PermissionRequest:
     call_id: str
     tool: str
@@ -41,8 +33,8 @@ class PermissionRequest:
     raw_input: Mapping[str, Any] = field(default_factory=dict)
     cwd: str = ""
     sandbox: Sandbox = Sandbox.WORKSPACE
-    diffs: tuple[DiffContent, ...] = ()
-    locations: tuple[tuple[str, int | None], ...] = ()
+    diffs: tuple[FileDiff, ...] = ()  # a write: exactly what will be written
+    locations: tuple[Location, ...] = ()
     # Ask under `ask` even when an allow rule matches (an MCP tool marked destructive).
     always_ask: bool = False
 

@@ -23,6 +23,7 @@ class MarkerKind(StrEnum):
     INTERRUPTED = "interrupted"  # the sidecar died mid-turn
     COMPACTION = "compaction"  # older turns summarized (the summary is the text)
     CANCELLED = "cancelled"  # the user stopped the turn
+    REWIND = "rewind"  # the conversation restarted before a turn (the later entries stay)
     UNKNOWN = "unknown"  # a row this version cannot read (kept, shown as is)
 
 
@@ -61,12 +62,23 @@ class ToolResultEntry:
     created_at: str = field(default_factory=lambda: iso(now()))
 
 
+Skip = tuple[int, int]  # transcript indexes [start, end) left out of the provider context
+
+
 @dataclass(frozen=True, slots=True)
 class MarkerEntry:
     kind: MarkerKind
     text: str
-    context_from: int | None = None  # compaction: where the kept context starts
+    context_from: int | None = None  # compaction, rewind: where the context starts
     created_at: str = field(default_factory=lambda: iso(now()))
+    # Compaction and rewind markers define the provider context when the record points at
+    # them: the entries from `context_from` on, less `skips` (rewound turns), after the
+    # summary (a compaction's own text; a rewind's `summary_index` marker's).
+    summary_index: int | None = None
+    skips: tuple[Skip, ...] = ()
+    # The marker that defined the context before this one (None: the whole transcript), so
+    # a rewind can find the context as it was when an earlier turn began.
+    previous: int | None = None
 
 
 Entry = UserEntry | AssistantEntry | ToolResultEntry | MarkerEntry
@@ -81,7 +93,7 @@ def interrupted_marker() -> MarkerEntry:
 
 # ---- rows ------------------------------------------------------------------------------
 # Rows are Chat-Completions-like dicts: {role, content, tool_calls?, tool_call_id?, name?,
-# exitCode?, truncated?, kind?, contextFrom?, createdAt}. Only this module reads or writes
+# exitCode?, truncated?, kind?, contextFrom?, summaryIndex?, skips?, previous?, createdAt}. Only this module reads or writes
 # them.
 
 
@@ -122,6 +134,12 @@ def to_row(entry: Entry) -> dict[str, Any]:
     marker: dict[str, Any] = {"role": "system", "kind": entry.kind.value, "content": entry.text}
     if entry.context_from is not None:
         marker["contextFrom"] = entry.context_from
+    if entry.summary_index is not None:
+        marker["summaryIndex"] = entry.summary_index
+    if entry.skips:
+        marker["skips"] = [list(skip) for skip in entry.skips]
+    if entry.previous is not None:
+        marker["previous"] = entry.previous
     if entry.created_at:
         marker["createdAt"] = entry.created_at
     return marker
@@ -146,6 +164,20 @@ def _calls(raw: Any) -> tuple[ToolCallRequest, ...]:
     return tuple(calls)
 
 
+def _index(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _skips(raw: Any) -> tuple[Skip, ...]:
+    found: list[Skip] = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, list) and len(item) == 2:
+            start, end = _index(item[0]), _index(item[1])
+            if start is not None and end is not None and start < end:
+                found.append((start, end))
+    return tuple(found)
+
+
 def from_row(row: Mapping[str, Any]) -> Entry:
     """Any stored row as an entry; one this version cannot read becomes an UNKNOWN marker
     (shown, never sent to the model) instead of breaking the whole transcript."""
@@ -158,12 +190,14 @@ def from_row(row: Mapping[str, Any]) -> Entry:
             marker_kind = MarkerKind(kind)
         except ValueError:
             marker_kind = MarkerKind.UNKNOWN
-        context_from = row.get("contextFrom")
         return MarkerEntry(
             marker_kind,
             content,
-            context_from if type(context_from) is int else None,
+            _index(row.get("contextFrom")),
             created,
+            _index(row.get("summaryIndex")),
+            _skips(row.get("skips")),
+            _index(row.get("previous")),
         )
     if role == "user":
         turn = row.get("turn")

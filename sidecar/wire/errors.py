@@ -34,6 +34,7 @@ TABLE: Final[dict[type[Exception], WireError]] = {
     errors.ResourceExhausted: WireError(ErrorCode.RESOURCE_EXHAUSTED, 503),
     errors.RuntimeFailed: WireError(ErrorCode.RUNTIME_FAILED, 500),
     errors.ShuttingDown: WireError(ErrorCode.SHUTTING_DOWN, 503),
+    errors.CheckpointError: WireError(ErrorCode.CHECKPOINT_ERROR, 503),
     # Any other refusal of ours: over HTTP its message is safe to show; over JSON-RPC it
     # is an internal error like any bug.
     errors.SidecarError: WireError(ErrorCode.INTERNAL_ERROR, 500),

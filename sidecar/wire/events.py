@@ -28,7 +28,9 @@ from sidecar.domain.events import (
     UsageUpdated,
     UserMessageAdded,
 )
+from sidecar.domain.files import TurnChanges
 from sidecar.domain.records import SessionRecord, iso
+from sidecar.wire.changes import changes_body
 from sidecar.wire.summary import summary
 
 ViewOf = Callable[[SessionRecord], SessionView]
@@ -62,6 +64,10 @@ def sse_event(body: SessionEvent, view_of: ViewOf) -> tuple[str, dict[str, Any]]
             "kind": body.kind.value,
             "status": "pending",
             "command": body.raw_input.get("command"),
+            "locations": [{"path": w.path, "line": w.line} for w in body.locations],
+            "diffs": [
+                {"path": d.path, "oldText": d.old_text, "newText": d.new_text} for d in body.diffs
+            ],
         }
     if isinstance(body, ToolCallRunning):
         return "tool_call_update", {"toolCallId": body.call_id, "status": "in_progress"}
@@ -75,6 +81,8 @@ def sse_event(body: SessionEvent, view_of: ViewOf) -> tuple[str, dict[str, Any]]
             "cancelled": body.cancelled,
             "content": body.content,
         }
+    if isinstance(body, TurnChanges):
+        return "turn_changes", changes_body(body)
     if isinstance(body, ModeChanged):
         return "current_mode_update", {"modeId": body.mode.value}
     if isinstance(body, Compacted):

@@ -49,6 +49,7 @@ def summary(view: SessionView) -> dict[str, Any]:
         "sandbox": (record.sandbox or Sandbox.WORKSPACE).value,
         "effectiveSandbox": effective_sandbox(record.mode, record.sandbox).value,
         "sandboxProblem": view.sandbox_problem,
+        "checkpointProblem": view.checkpoint_problem,
         "awaitingPermission": awaiting,
         "mcpServers": [
             {

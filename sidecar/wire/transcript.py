@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from sidecar.agent.tools import files
+from sidecar.domain.events import ToolKind
 from sidecar.domain.transcript import (
     AssistantEntry,
     Entry,
@@ -28,7 +30,19 @@ def tool_input(call: ToolCallRequest) -> dict[str, Any]:
 
 def tool_title(call: ToolCallRequest, arguments: dict[str, Any]) -> str:
     command = arguments.get("command")
-    return command if isinstance(command, str) and command else call.name or "tool"
+    if isinstance(command, str) and command:
+        return command
+    path = arguments.get("path")
+    if call.name in files.TITLES and isinstance(path, str):
+        return f"{files.TITLES[call.name]} {path}"
+    return call.name or "tool"
+
+
+def tool_kind(name: str) -> ToolKind:
+    """How a stored call is presented again (MCP tools' kinds are not stored: other)."""
+    if name == "bash":
+        return ToolKind.EXECUTE
+    return files.KINDS.get(name, ToolKind.OTHER)
 
 
 def entry(index: int, item: Entry) -> dict[str, Any]:

@@ -7,6 +7,11 @@ What it answers, by the last message of the context:
 - user `$ CMD` or `/bash CMD` -> a `bash` tool call for CMD when the mode has tools,
                           else says tools are unavailable in this mode
 - user `/mcp SERVER TOOL {json}` -> a call of that MCP tool with those arguments
+- user `/read PATH [OFFSET [LIMIT]]`, `/ls [PATH [PATTERN]]`, `/write PATH TEXT` (TEXT:
+  the rest of the message, newlines included), `/edit PATH OLD NEW [all]` (shell-style
+  quoting) -> a call of read_file, list_files, write_file, edit_file
+- user `/tool NAME {json}` -> a call of any tool by name with exactly those arguments
+  (offered or not: what a misbehaving model would do)
 - a compaction request -> "Summary of N earlier messages. The user asked: ..."
 - anything else        -> "Echo: <text>", streamed word by word
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import shlex
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -40,7 +46,50 @@ COMMANDS = (
     ProviderCommand("sleep", "wait some seconds, then answer (cancellable)", "seconds [text]"),
     ProviderCommand("fail", "make the provider fail (to try error recovery)", "reason"),
     ProviderCommand("mcp", "call an MCP tool", "server tool {json arguments}"),
+    ProviderCommand("read", "read a file (read_file)", "path [offset [limit]]"),
+    ProviderCommand("ls", "list files (list_files)", "[path [pattern]]"),
+    ProviderCommand("write", "write a file (write_file)", "path text"),
+    ProviderCommand("edit", "replace text in a file (edit_file)", "path old new [all]"),
+    ProviderCommand("tool", "call any tool with raw arguments", "name {json}"),
 )
+
+
+def _call(name: str, arguments: str) -> ProviderReply:
+    # Ids unique across generations: a resumed session's transcript already holds the ids
+    # earlier runtimes gave out.
+    call = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=arguments)
+    return ProviderReply(text="", tool_calls=[call], finish_reason="tool_calls")
+
+
+def _file_tool_call(text: str) -> tuple[str, str, bool] | None:
+    """(tool, JSON arguments, whether to check the mode offers it) for a file command."""
+    word, _, rest = text.partition(" ")
+    if word == "/tool":
+        name, _, arguments = rest.strip().partition(" ")
+        return name, arguments.strip() or "{}", False
+    if word == "/write":
+        path, _, content = rest.lstrip(" ").partition(" ")
+        return "write_file", json.dumps({"path": path, "content": content}), True
+    if word not in ("/read", "/ls", "/edit"):
+        return None
+    try:
+        words = shlex.split(rest)
+    except ValueError as exc:
+        raise ProviderError(f"offline provider: {word}: {exc}") from None
+    if word == "/ls":
+        args: dict[str, Any] = dict(zip(("path", "pattern"), words, strict=False))
+        return "list_files", json.dumps(args), True
+    if word == "/read":
+        args = {"path": words[0] if words else ""}
+        for key, value in zip(("offset", "limit"), words[1:], strict=False):
+            args[key] = int(value) if value.isdigit() else value
+        return "read_file", json.dumps(args), True
+    if len(words) < 3:
+        raise ProviderError("offline provider: /edit needs PATH OLD NEW")
+    args = {"path": words[0], "old_text": words[1], "new_text": words[2]}
+    if words[3:] == ["all"]:
+        args["replace_all"] = True
+    return "edit_file", json.dumps(args), True
 
 
 def estimate(messages: Sequence[dict[str, Any]], reply: str) -> Usage:
@@ -92,6 +141,15 @@ class OfflineProvider:
             raise ProviderError(f"offline provider: {reason}")
         if text.startswith("/mcp"):
             return await self._mcp_call(text.removeprefix("/mcp").strip(), tools, on_text)
+        file_call = _file_tool_call(text)
+        if file_call is not None:
+            name, arguments, checked = file_call
+            offered = any(t.get("function", {}).get("name") == name for t in tools)
+            if checked and not offered:
+                return await self._stream(
+                    f"The {name} tool is not available in this mode.", on_text
+                )
+            return _call(name, arguments)
         for prefix in ("$ ", "/bash "):
             if text.startswith(prefix):
                 command = text.removeprefix(prefix).strip()
@@ -100,14 +158,7 @@ class OfflineProvider:
                         f"Tools are not available in this mode, so I cannot run `{command}`.",
                         on_text,
                     )
-                call = ToolCall(
-                    # Unique across generations: a resumed session's transcript already
-                    # holds the ids earlier runtimes gave out.
-                    id=f"call_{uuid.uuid4().hex[:24]}",
-                    name="bash",
-                    arguments=json.dumps({"command": command}),
-                )
-                return ProviderReply(text="", tool_calls=[call], finish_reason="tool_calls")
+                return _call("bash", json.dumps({"command": command}))
         return await self._stream(f"Echo: {text}", on_text)
 
     async def _mcp_call(
@@ -129,8 +180,7 @@ class OfflineProvider:
             return await self._stream(
                 f"No MCP tool {tool!r} of server {server!r} here (MCP tools: {offered}).", on_text
             )
-        call = ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", name=name, arguments=arguments)
-        return ProviderReply(text="", tool_calls=[call], finish_reason="tool_calls")
+        return _call(name, arguments)
 
     @staticmethod
     def _summarize(conversation: str) -> str:

@@ -10,23 +10,43 @@ from typing import Any, Final
 
 from protocol.values import Mode
 from sidecar.agent.mcp import ToolSpec
-from sidecar.agent.tools import bash
+from sidecar.agent.tools import bash, files
 
 SYSTEM_PROMPTS: Final[dict[Mode, str]] = {
     Mode.CRAFT: (
-        "You are a coding agent working in {cwd}. You may change files and run commands "
-        "with the bash tool to get the user's task done. Keep answers short."
+        "You are a coding agent working in {cwd}. Read files with read_file and list_files, "
+        "change them with edit_file and write_file (the user sees each change as a diff), "
+        "and run commands with bash to get the user's task done. Keep answers short."
     ),
     Mode.PLAN: (
-        "You are a coding agent in planning mode in {cwd}. Use the bash tool only to read "
-        "and inspect; do not modify anything. Answer with a concrete plan."
+        "You are a coding agent in planning mode in {cwd}. Read with read_file, list_files "
+        "and bash; do not modify anything. Answer with a concrete plan."
     ),
     Mode.ASK: "You are a helpful coding assistant. Answer questions about {cwd}. You have no tools.",
 }
 
 
+_CRAFT: Final = [
+    bash.SPEC,
+    *(
+        files.SPECS[n]
+        for n in (files.READ_FILE, files.LIST_FILES, files.EDIT_FILE, files.WRITE_FILE)
+    ),
+]
+_PLAN: Final = [bash.SPEC, *(files.SPECS[n] for n in files.READS)]
+_BY_MODE: Final[dict[Mode, list[dict[str, Any]]]] = {
+    Mode.CRAFT: _CRAFT,
+    Mode.PLAN: _PLAN,
+    Mode.ASK: [],
+}
+BUILT_IN: Final[dict[Mode, frozenset[str]]] = {
+    mode: frozenset(spec["function"]["name"] for spec in specs) for mode, specs in _BY_MODE.items()
+}
+
+
 def tools_for_mode(mode: Mode) -> list[dict[str, Any]]:
-    return [] if mode is Mode.ASK else [bash.SPEC]
+    """The built-in tools of a mode: `plan` reads only (its commands run read-only)."""
+    return list(_BY_MODE[mode])
 
 
 def system_prompt(mode: Mode, cwd: str) -> str:

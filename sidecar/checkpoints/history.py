@@ -1,0 +1,161 @@
+"""A session's checkpoints as an ordered history, and what a rewind may do with it.
+
+Refs name the checkpoints: `refs/turns/<n>/before` and `/after` around turn n, and
+`refs/rewinds/<turns>/<k>/before` and `/after` around the k-th code rewind (made when
+the session had `<turns>` turns). Ordered, they are the session's steps; every change
+the session made to a file is some step's before -> after.
+
+A rewind to a point restores each file the steps since that point changed, unless the
+file changed again outside the session since the session last changed it (a user's
+edit): that is a conflict, left alone unless forced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from sidecar.checkpoints.shadow import RestorePlan, ShadowRepo
+from sidecar.domain.errors import CheckpointError
+from sidecar.domain.files import Conflict, FileStatus, Skipped, TurnChanges
+
+MAX_FILES: Final = 1000  # files listed per turn (the total is always given)
+CHANGED_OUTSIDE: Final = "changed outside the session since the session last changed it"
+
+StepKey = tuple[int, int, int]  # (turn, 0, 0) for a turn; (turns, 1, k) for a rewind
+
+
+def turn_ref(turn: int, end: str) -> str:
+    return f"refs/turns/{turn}/{end}"
+
+
+def rewind_ref(turns: int, number: int) -> str:
+    return f"refs/rewinds/{turns}/{number}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    key: StepKey
+    before: str | None
+    after: str | None
+
+    @property
+    def is_rewind(self) -> bool:
+        return self.key[1] == 1
+
+
+def steps(refs: dict[str, str]) -> list[Step]:
+    """The steps the refs describe, in the order they happened."""
+    ends: dict[StepKey, dict[str, str]] = {}
+    for name, oid in refs.items():
+        parts = name.split("/")
+        if len(parts) == 4 and parts[1] == "turns" and parts[2].isdigit():
+            key: StepKey = (int(parts[2]), 0, 0)
+        elif (
+            len(parts) == 5 and parts[1] == "rewinds" and parts[2].isdigit() and parts[3].isdigit()
+        ):
+            key = (int(parts[2]), 1, int(parts[3]))
+        else:
+            continue
+        ends.setdefault(key, {})[parts[-1]] = oid
+    return [
+        Step(key, found.get("before"), found.get("after")) for key, found in sorted(ends.items())
+    ]
+
+
+async def history(repo: ShadowRepo) -> list[Step]:
+    return steps({**await repo.refs("refs/turns/"), **await repo.refs("refs/rewinds/")})
+
+
+def end_of(ordered: list[Step], index: int, current: str | None) -> str | None:
+    """A step's after tree; for one cut short (a crash), the next step's before, or now."""
+    step = ordered[index]
+    if step.after is not None:
+        return step.after
+    for later in ordered[index + 1 :]:
+        if later.before is not None:
+            return later.before
+    return current
+
+
+async def turn_changes(
+    repo: ShadowRepo, turn: int, *, current: str | None, with_diff: bool
+) -> TurnChanges:
+    """What turn `turn` changed: its before checkpoint against its end."""
+    ordered = await history(repo)
+    index = next((i for i, s in enumerate(ordered) if s.key == (turn, 0, 0)), None)
+    if index is None or ordered[index].before is None:
+        raise CheckpointError(f"turn {turn} has no checkpoint")
+    before = ordered[index].before
+    assert before is not None
+    after = end_of(ordered, index, current)
+    if after is None:
+        raise CheckpointError(
+            f"turn {turn} has no end checkpoint yet (it is running, or was interrupted: "
+            "resuming the session records it)"
+        )
+    files = await repo.changes(before, after)
+    skipped = repo.skipped()
+    # A file that grew past the size limit left the snapshots: not a deletion.
+    files = [f for f in files if not (f.status is FileStatus.DELETED and f.path in skipped)]
+    diff, cut = (await repo.diff(before, after)) if with_diff else (None, False)
+    left_out = tuple(Skipped(path, reason) for path, reason in sorted(skipped.items()))
+    return TurnChanges(turn, tuple(files[:MAX_FILES]), len(files), diff, cut, left_out[:MAX_FILES])
+
+
+@dataclass(frozen=True, slots=True)
+class RewindPlan:
+    restore: tuple[str, ...]
+    delete: tuple[str, ...]
+    conflicts: tuple[Conflict, ...]
+
+
+async def plan_rewind(
+    repo: ShadowRepo,
+    ordered: list[Step],
+    since: StepKey,
+    target: str,
+    current: str,
+    *,
+    force: bool,
+) -> RewindPlan:
+    """Bring back `target` for every file a step from `since` on changed."""
+    last_writer: dict[str, str] = {}  # path -> the tree of the session's last change to it
+    for index, step in enumerate(ordered):
+        if step.key < since or step.before is None:
+            continue
+        after = end_of(ordered, index, current)
+        if after is None or after == step.before:
+            continue
+        for path in await repo.changed_paths(step.before, after):
+            last_writer[path] = after
+    skipped = repo.skipped()
+    touched = sorted(p for p in last_writer if p not in skipped)
+    now = await repo.entries(current, touched)
+    wanted = await repo.entries(target, touched)
+    by_tree: dict[str, list[str]] = {}
+    for path in touched:
+        by_tree.setdefault(last_writer[path], []).append(path)
+    session_left: dict[str, str] = {}
+    for tree, paths in by_tree.items():
+        session_left.update(await repo.entries(tree, paths))
+    restore: list[str] = []
+    delete: list[str] = []
+    conflicts: list[Conflict] = []
+    for path in touched:
+        if now.get(path) == wanted.get(path):
+            continue  # already as it was
+        if now.get(path) != session_left.get(path):
+            conflicts.append(Conflict(path, CHANGED_OUTSIDE))
+            if not force:
+                continue
+        (restore if path in wanted else delete).append(path)
+    return RewindPlan(tuple(restore), tuple(delete), tuple(conflicts))
+
+
+def next_rewind_number(ordered: list[Step]) -> int:
+    return 1 + max((s.key[2] for s in ordered if s.is_rewind), default=0)
+
+
+def restore_plan(plan: RewindPlan, target: str, turns: int, number: int) -> RestorePlan:
+    return RestorePlan(target, plan.restore, plan.delete, rewind_ref(turns, number))

@@ -1,0 +1,79 @@
+"""Where sessions' shadow repositories live, and their life with the session record:
+copied by fork, removed by delete. One directory per session under the data dir."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Final
+
+from sidecar.checkpoints.git import git_binary
+from sidecar.checkpoints.history import history, rewind_ref, turn_ref
+from sidecar.checkpoints.shadow import ShadowRepo
+from sidecar.domain.errors import CheckpointError
+
+DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
+_SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+class CheckpointStore:
+    def __init__(
+        self,
+        root: Path | None,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        git: str | None = None,
+    ) -> None:
+        self.root = root  # None: checkpoints are off
+        self.max_file_bytes = max_file_bytes
+        self._git = git if git is not None else git_binary()
+
+    @property
+    def problem(self) -> str | None:
+        """Why there are no checkpoints, if there are none."""
+        if self.root is None:
+            return "checkpoints are turned off (--no-checkpoints)"
+        if self._git is None:
+            return "checkpoints need git, and git is not installed"
+        return None
+
+    def _dir(self, session_id: str) -> Path:
+        if self.root is None or not _SAFE_ID.fullmatch(session_id):
+            raise CheckpointError(f"no checkpoints for session {session_id!r}")
+        return self.root / session_id
+
+    def repo(self, session_id: str, cwd: str) -> ShadowRepo:
+        problem = self.problem
+        if problem is not None:
+            raise CheckpointError(problem)
+        assert self._git is not None
+        return ShadowRepo(self._dir(session_id), cwd, self.max_file_bytes, self._git)
+
+    async def remove(self, session_id: str) -> None:
+        if self.root is None:
+            return
+        repo = ShadowRepo(self._dir(session_id), "/", self.max_file_bytes, self._git or "git")
+        await asyncio.to_thread(repo.remove)
+
+    async def fork(self, source_id: str, dest_id: str, cwd: str, before_turn: int | None) -> None:
+        """The new session starts with the source's checkpoints; forked before a turn, it
+        keeps only those of the turns it has."""
+        if self.problem is not None:
+            return
+        source = self.repo(source_id, cwd)
+        if not source.exists:
+            return
+        dest = self.repo(dest_id, cwd)
+        await asyncio.to_thread(source.copy_to, dest.git_dir)
+        if before_turn is None:
+            return
+        later = []
+        for step in await history(dest):
+            turns, kind, number = step.key
+            if kind == 0 and turns >= before_turn:
+                later += [turn_ref(turns, "before"), turn_ref(turns, "after")]
+            elif kind == 1 and turns >= before_turn:
+                name = rewind_ref(turns, number)
+                later += [name + "/before", name + "/after"]
+        existing = {**await dest.refs("refs/turns/"), **await dest.refs("refs/rewinds/")}
+        await dest.delete_refs(name for name in later if name in existing)

@@ -1,0 +1,71 @@
+"""File changes as values: a diff a user approves, what a turn changed, what a rewind did."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """One file's change, shown whole: `old_text` None for a file that does not exist yet."""
+
+    path: str  # absolute (ACP wants absolute paths)
+    old_text: str | None
+    new_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    path: str  # absolute
+    line: int | None = None
+
+
+class FileStatus(StrEnum):
+    ADDED = "added"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    path: str  # relative to the session cwd
+    status: FileStatus
+    additions: int
+    deletions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A file checkpoints leave out (too large, a nested repository): never restored."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnChanges:
+    """What one turn changed in the working tree (by any tool), from its checkpoints."""
+
+    turn: int
+    files: tuple[FileChange, ...]
+    total: int  # files changed (`files` may hold fewer: bounded)
+    diff: str | None = None  # unified diff (bounded), when asked for
+    diff_truncated: bool = False
+    skipped: tuple[Skipped, ...] = ()  # left out of the checkpoints (as of the last one)
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CodeRewind:
+    """A code rewind's result (or, dry, its plan)."""
+
+    restored: tuple[str, ...]  # written back to their checkpointed content
+    removed: tuple[str, ...]  # created by the session since: deleted
+    conflicts: tuple[Conflict, ...]  # changed outside the session since: left alone
+    checkpoint: int | None  # the rewind's own number (undo it with `undo`), when done
