@@ -255,6 +255,7 @@ class ToolResultEntry(_Entry):
     text: str
     exit_code: int | None
     truncated: bool
+    ok: bool  # the call succeeded (a command: exit status 0)
 
 
 class MarkerEntry(_Entry):

@@ -114,6 +114,30 @@ async def test_automatic_compaction_keeps_the_context_under_the_budget(
         await agent.close()
 
 
+async def test_keeping_no_turns_summarizes_everything(
+    data_dir: Path, workspace: Path, fake: FakeServerProcess
+):
+    agent = await start_agent(data_dir, fake)
+    try:
+        sid = (await agent.new_session(workspace))["sessionId"]
+        for word in ("alpha", "bravo"):
+            await agent.prompt(sid, f"turn {word}")
+        await fake.script({"type": "text", "text": "SUMMARY: all of it"})
+        result = await agent.call("_session/compact", {"sessionId": sid, "keepTurns": 0})
+        assert result["compacted"] is True and result["contextFrom"] == 4
+        assert "turn bravo" in sent_text((await fake.requests())[-1])
+        await agent.prompt(sid, "turn charlie")
+        users = [
+            m["content"]
+            for m in (await fake.requests())[-1]["body"]["messages"]
+            if m["role"] == "user"
+        ]
+        assert users == ["turn charlie"]
+        assert "SUMMARY: all of it" in sent_text((await fake.requests())[-1])
+    finally:
+        await agent.close()
+
+
 async def test_compaction_refusals(sidecar: Sidecar, workspace: Path):
     sid = (await sidecar.new_session(workspace))["sessionId"]
     nothing = await sidecar.call("_session/compact", {"sessionId": sid})

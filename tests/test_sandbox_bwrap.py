@@ -41,6 +41,10 @@ STATUS = probe()
 BWRAP = STATUS.bwrap or "bwrap"
 needs_bwrap = pytest.mark.skipif(not STATUS.available, reason=STATUS.reason or "")
 
+# Commands inside the sandbox see a private /tmp: a virtualenv in a checkout under /tmp
+# would be hidden there, so they run the interpreter it links to (the stdlib is enough).
+PYTHON = os.path.realpath(sys.executable)
+
 # Leaves three kinds of escapee behind, each in a different way out of the group:
 # a new session, a fork/setsid/fork daemon, and a new process group (plus a plain
 # background job), then reports ready and waits for a line on stdin.
@@ -55,8 +59,8 @@ DAEMON = (
 )
 NEW_GROUP = "import os, time\nos.setpgid(0, 0)\nif os.fork() == 0:\n    time.sleep(300)\n"
 ESCAPEES = (
-    f"setsid sleep 300 & {sys.executable} -c '{DAEMON}'; "
-    f"{sys.executable} -c '{NEW_GROUP}' & sleep 300 & "
+    f"setsid sleep 300 & {PYTHON} -c '{DAEMON}'; "
+    f"{PYTHON} -c '{NEW_GROUP}' & sleep 300 & "
     "sleep 0.3; echo ready"
 )
 
@@ -278,7 +282,7 @@ def test_read_only_hides_host_unix_sockets_under_run(workspace: Path) -> None:
         server.bind(path)
         server.listen()
         connect = (
-            f"{sys.executable} -c 'import socket; "
+            f"{PYTHON} -c 'import socket; "
             f's = socket.socket(socket.AF_UNIX); s.connect("{path}"); print("connected")\''
         )
         assert "connected" in run(connect, WS, workspace).stdout  # control: reachable
@@ -371,7 +375,7 @@ def tcp_server() -> Iterator[tuple[socket.socket, int]]:
 
 def connect_script(port: int) -> str:
     return (
-        f"{sys.executable} -c 'import socket; "
+        f"{PYTHON} -c 'import socket; "
         f's = socket.create_connection(("127.0.0.1", {port}), timeout=5); '
         f's.sendall(b"from-sandbox"); print("connected")\''
     )

@@ -12,6 +12,8 @@ import os
 import re
 import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -314,20 +316,48 @@ def test_write_to_read_only_database(store: SqliteSessionStore) -> None:
     assert store.append_message("s1", 1, {"n": 1}) == 0
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permission bits")
+READ_ONLY_CHECK = """
+import re, sys
+from pathlib import Path
+from sidecar.domain.errors import StoreError
+from sidecar.store.sqlite import SqliteSessionStore
+db = Path(sys.argv[1])
+try:
+    reopened = SqliteSessionStore(db)
+    try:
+        reopened.update("s1", 1, title="x")
+    finally:
+        reopened.close()
+except StoreError as exc:
+    assert str(db) in str(exc), exc
+    print("refused:", exc)
+else:
+    raise SystemExit("a read-only data dir was written")
+"""
+
+
 def test_read_only_data_dir(db: Path) -> None:
     s = SqliteSessionStore(db)
     s.insert(record())
     s.close()
     os.chmod(db, 0o400)
     os.chmod(db.parent, 0o500)
+    # Run as a user would: root's power to ignore permission bits dropped (setpriv).
+    drop = (
+        ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search"]
+        if os.geteuid() == 0
+        else []
+    )
     try:
-        with pytest.raises(StoreError, match=re.escape(str(db))):
-            reopened = SqliteSessionStore(db)
-            try:
-                reopened.update("s1", 1, title="x")
-            finally:
-                reopened.close()
+        done = subprocess.run(
+            [*drop, sys.executable, "-c", READ_ONLY_CHECK, str(db)],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "refused:" in done.stdout
     finally:
         os.chmod(db.parent, 0o700)
         os.chmod(db, 0o600)

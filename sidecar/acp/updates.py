@@ -170,7 +170,7 @@ def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[
                 session_id,
                 update_tool_call(
                     item.call_id,
-                    status="completed" if item.exit_code == 0 else "failed",
+                    status="completed" if item.succeeded else "failed",
                     content=[tool_content(text_block(item.content))],
                     raw_output={"exitCode": item.exit_code},
                 ),

@@ -162,10 +162,10 @@ class ProviderContext:
         starts = [i for i, (_, m) in enumerate(self._entries) if m.get("role") == "user"]
         if len(starts) <= keep_turns:
             return None
-        position = starts[-keep_turns] if keep_turns > 0 else len(self._entries)
-        if position == 0:
-            return None
-        return self._entries[position][0] if position < len(self._entries) else None
+        if keep_turns == 0:  # everything: the kept context starts after the last entry
+            return self._entries[-1][0] + 1
+        position = starts[-keep_turns]
+        return self._entries[position][0] if position > 0 else None
 
     def render_before(self, index: int) -> str:
         """The part to summarize, as plain text (the previous summary first)."""

@@ -293,7 +293,9 @@ async def _run_mcp_call(host: TurnHost, call: ToolCall, spec: ToolSpec) -> None:
     text = result.text
     if result.images:
         text += f"\n[{len(result.images)} image(s) returned]"
-    await host.record(ToolResultEntry(call.id, call.name, text, None, False))
+    await host.record(
+        ToolResultEntry(call.id, call.name, text, None, False, ok=not result.is_error)
+    )
     host.publish(
         ToolCallFinished(call.id, not result.is_error, text, None, False, tuple(result.images))
     )
@@ -312,8 +314,15 @@ async def _finish(
     """Record the call's result (every call gets one) and tell clients. `ok` defaults to
     the command's exit status (no command: failed)."""
     exit_code = None if result is None else result.exit_code
-    await host.record(
-        ToolResultEntry(call.id, call.name, content, exit_code, bool(result and result.truncated))
-    )
     succeeded = exit_code == 0 if ok is None else ok
+    await host.record(
+        ToolResultEntry(
+            call.id,
+            call.name,
+            content,
+            exit_code,
+            bool(result and result.truncated),
+            ok=succeeded,
+        )
+    )
     host.publish(ToolCallFinished(call.id, succeeded, content, exit_code, cancelled, diffs=diffs))

@@ -56,6 +56,8 @@ class McpTools:
     ) -> None:
         self._hub: McpHub | None = None
         self._starting: asyncio.Task[None] | None = None
+        self._announce: Callable[[], None] | None = None  # set once the start settled
+        self._announcing = False
         specs = specs_from_json(definitions)
         if not specs:
             return
@@ -66,6 +68,7 @@ class McpTools:
             output_cap=output_cap,
             launcher=_contained(cwd, containment),
             cwd=cwd,
+            on_change=self._changed,
         )
 
     @property
@@ -82,6 +85,21 @@ class McpTools:
         assert self._hub is not None
         await self._hub.start()
         on_settled()
+        self._announce = on_settled  # from now on, every later change is told too
+
+    def _changed(self) -> None:
+        """A server's state or tools changed: told once per loop iteration, however many
+        changes came together (the start announces its own outcome once)."""
+        if self._announce is None or self._announcing:
+            return
+        self._announcing = True
+
+        def announce() -> None:
+            self._announcing = False
+            if self._announce is not None:
+                self._announce()
+
+        asyncio.get_running_loop().call_soon(announce)
 
     async def ready(self) -> None:
         """Wait (bounded by the start timeout) until every server connected or failed."""
@@ -111,6 +129,7 @@ class McpTools:
         return await self._hub.reconnect(name)
 
     async def aclose(self) -> None:
+        self._announce = None  # the generation is going: its servers closing is not news
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()
         if self._hub is not None:

@@ -60,6 +60,13 @@ class ToolResultEntry:
     exit_code: int | None = None  # commands only; None when stopped or not run
     truncated: bool = False
     created_at: str = field(default_factory=lambda: iso(now()))
+    # Whether the call succeeded (None: rows from before this was kept; a command's exit
+    # status says it).
+    ok: bool | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.ok if self.ok is not None else self.exit_code == 0
 
 
 Skip = tuple[int, int]  # transcript indexes [start, end) left out of the provider context
@@ -130,6 +137,7 @@ def to_row(entry: Entry) -> dict[str, Any]:
             "exitCode": entry.exit_code,
             "truncated": entry.truncated,
             "createdAt": entry.created_at,
+            **({} if entry.ok is None else {"ok": entry.ok}),
         }
     marker: dict[str, Any] = {"role": "system", "kind": entry.kind.value, "content": entry.text}
     if entry.context_from is not None:
@@ -219,6 +227,7 @@ def from_row(row: Mapping[str, Any]) -> Entry:
             exit_code if type(exit_code) is int else None,
             bool(row.get("truncated")),
             created,
+            row["ok"] if type(row.get("ok")) is bool else None,
         )
     return MarkerEntry(
         MarkerKind.UNKNOWN, content or json.dumps(dict(row), default=str), None, created

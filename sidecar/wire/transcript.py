@@ -82,6 +82,7 @@ def entry(index: int, item: Entry) -> dict[str, Any]:
             "text": item.content,
             "exitCode": item.exit_code,
             "truncated": item.truncated,
+            "ok": item.succeeded,
             "createdAt": item.created_at,
         }
     assert isinstance(item, MarkerEntry)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,10 @@ class McpHub:
         output_cap: int = 65536,
         launcher: Launcher = _identity,
         cwd: str | None = None,
+        on_change: Callable[[], None] | None = None,
     ) -> None:
+        """`on_change` runs whenever a server's state or tool list changes (a server that
+        dies between turns, say), so the owner can tell its clients."""
         names = [spec.name for spec in specs]
         if len(set(names)) != len(names):
             raise ValueError("MCP server names must be unique")
@@ -76,6 +80,7 @@ class McpHub:
         self._output_cap = output_cap
         self._launcher = launcher
         self._cwd = cwd
+        self._on_change = on_change
         self._connections = {spec.name: self._connection(spec) for spec in specs}
         self._locks: dict[str, asyncio.Lock] = {}
         self._started = False
@@ -222,6 +227,8 @@ class McpHub:
 
     def _changed(self) -> None:
         self._dirty = True
+        if self._on_change is not None:
+            self._on_change()
 
     def _rebuild(self) -> None:
         """Recompute public names only when some server's tool set changed."""
