@@ -47,6 +47,7 @@ class Method:
     SET_PERMISSIONS: Final = "_session/permissions/set"
     MCP_RECONNECT: Final = "_session/mcp/reconnect"
     CHANGES: Final = "_session/changes"
+    OUTPUT: Final = "_session/output"
     REWIND: Final = "_session/rewind"
     SHUTDOWN: Final = "_sidecar/shutdown"
     # extension notifications (agent -> client)
@@ -79,6 +80,7 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.SET_PERMISSIONS,
     Method.MCP_RECONNECT,
     Method.CHANGES,
+    Method.OUTPUT,
     Method.REWIND,
     Method.SHUTDOWN,
 )

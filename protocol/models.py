@@ -153,6 +153,10 @@ class MessagesParams(StrictParams):
     session_id: SessionId
     offset: JsonInt = Field(default=0, ge=0)
     limit: JsonInt = Field(default=100, ge=1, le=1000)
+    # By turn instead: whole turns from `turn` on (a page never splits a turn, so never a
+    # tool call from its result); offset/limit are then not used.
+    turn: JsonInt | None = Field(default=None, ge=1)
+    turns: JsonInt = Field(default=10, ge=1, le=100)
 
 
 class TerminalSize(StrictParams):
@@ -170,6 +174,13 @@ ResizeBody = TerminalSize
 class CompactParams(StrictParams):
     session_id: SessionId
     keep_turns: JsonInt = Field(default=2, ge=0, le=1000)
+
+
+class OutputParams(StrictParams):
+    session_id: SessionId
+    tool_call_id: Annotated[str, Field(min_length=1, max_length=256)]
+    offset: JsonInt = Field(default=0, ge=0)
+    limit: JsonInt = Field(default=256 * 1024, ge=1, le=1024 * 1024)
 
 
 class ChangesParams(StrictParams):

@@ -23,9 +23,9 @@ from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
 from sidecar.acp.initialize import ClientOptions, initialize_handler
 from sidecar.acp.server import RpcServer
 from sidecar.acp.stdio import LineWriter, open_reader, reserve_stdout
-from sidecar.config import Config, open_store
+from sidecar.config import Config, open_store, provider_problem
 from sidecar.domain.errors import StoreError
-from sidecar.store.base import SessionStore
+from sidecar.store.base import ChangeFeed, SessionStore
 from sidecar.store.unavailable import UnavailableStore
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ async def run(config: Config) -> int:
     server = RpcServer(writer)
     store_problem: str | None = None
     try:
-        store: SessionStore = open_store(config)
+        store: SessionStore = await open_store(config)
     except StoreError as exc:
         # Stay up and say why on every request: exiting would only make the host restart
         # us in a loop while the client sees a dead pipe.
@@ -87,7 +87,10 @@ async def run(config: Config) -> int:
 
     ready: asyncio.Future[dict[str, Handler]] = loop.create_future()
     client = ClientOptions()
-    server.register(Method.INITIALIZE, initialize_handler(lambda: store_problem, client))
+    provider = provider_problem(config)
+    if provider is not None:
+        log.warning("the %s provider cannot work: %s", config.provider, provider)
+    server.register(Method.INITIALIZE, initialize_handler(lambda: store_problem, client, provider))
     for name in (*ACP_METHODS, *EXTENSION_METHODS):
         if name != Method.INITIALIZE:
             server.register(name, _deferred(name, ready))
@@ -100,16 +103,22 @@ async def run(config: Config) -> int:
     serving = asyncio.create_task(server.serve(reader, stop))
 
     assembly: Assembly | None = None
+    changes: asyncio.Task[None] | None = None
     try:
         assembly_type = await loading
         assembly = assembly_type.build(config, store, server, client, stop.set)
         try:
+            await assembly.leases.sync(store)  # leases are judged on the store's clock
             reconciled = await assembly.manager.reconcile()
         except StoreError as exc:  # e.g. a read-only data dir: reads work, writes do not
             log.error("start-up reconciliation could not write: %s", exc)
             store_problem = str(exc)
             reconciled = []
         assembly.manager.start_lease_renewal()
+        if isinstance(store, ChangeFeed):  # other sidecars' changes, told to our clients
+            changes = asyncio.create_task(
+                store.watch_changes(assembly.manager.changed_elsewhere), name="store-changes"
+            )
         ready.set_result(assembly.handlers)
         open_files = raise_open_file_limit()
         log.info(
@@ -131,6 +140,9 @@ async def run(config: Config) -> int:
             await assembly.manager.shutdown()
         await server.drain(DRAIN_SECONDS)
         await writer.aclose()
+        if changes is not None:
+            changes.cancel()
+            await asyncio.gather(changes, return_exceptions=True)
         await store.close()
         _signals.stop = None
     return 0

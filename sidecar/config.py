@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
 
 from sidecar.agent.backends.groups import CommandLimits
+from sidecar.agent.providers import keys
 from sidecar.agent.providers.base import Provider
 from sidecar.checkpoints.store import CheckpointStore
+from sidecar.core.output_spools import OutputSpools
 from sidecar.domain.records import SessionRecord
 from sidecar.store.base import SessionStore
 
@@ -38,7 +40,15 @@ class Config:
     mcp_start_timeout: float = 20.0
     mcp_call_timeout: float = 120.0
     checkpoints: bool = True
+    spool_cap: int = 64 * 1024 * 1024
     checkpoint_max_file_bytes: int = 10 * 1024 * 1024
+    # --store postgres: the libpq URL (its password is never shown), the timeout of a
+    # request's waits, the pool size; and the host id leases name (pids are compared
+    # only between sidecars with the same one).
+    database_url: str | None = field(default=None, repr=False)
+    db_timeout: float = 10.0
+    db_pool_size: int = 10
+    host_id: str = ""
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -51,7 +61,28 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=os.environ.get("SIDECAR_DATA_DIR") or platformdirs.user_data_dir(APP_NAME),
         help="where the session store lives (env SIDECAR_DATA_DIR; default: the user data dir)",
     )
-    parser.add_argument("--store", choices=("sqlite", "memory"), default="sqlite")
+    parser.add_argument("--store", choices=("sqlite", "memory", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("SIDECAR_DATABASE_URL"),
+        help="--store postgres: a libpq URL, postgresql://user@host:port/dbname (env "
+        "SIDECAR_DATABASE_URL; the password may also come from PGPASSWORD or ~/.pgpass)",
+    )
+    parser.add_argument(
+        "--db-timeout",
+        type=float,
+        default=10.0,
+        help="--store postgres: seconds a request may wait for a connection or a row lock",
+    )
+    parser.add_argument(
+        "--db-pool-size", type=int, default=10, help="--store postgres: most connections"
+    )
+    parser.add_argument(
+        "--host-id",
+        default=os.environ.get("SIDECAR_HOST_ID") or "",
+        help="this machine's name in leases (env SIDECAR_HOST_ID; default: the host name "
+        "and /etc/machine-id); give each host its own",
+    )
     parser.add_argument("--provider", choices=("offline", "openai", "anthropic"), default="offline")
     parser.add_argument("--model", default=None, help="model name for the provider")
     parser.add_argument(
@@ -115,6 +146,12 @@ def parse_args(argv: list[str] | None = None) -> Config:
         "--mcp-call-timeout", type=float, default=120.0, help="seconds one MCP tool call may take"
     )
     parser.add_argument(
+        "--tool-spool-cap",
+        type=int,
+        default=64 * 1024 * 1024,
+        help="bytes of each command's whole output kept on disk for the user (0: none)",
+    )
+    parser.add_argument(
         "--checkpoint-max-file-bytes",
         type=int,
         default=10 * 1024 * 1024,
@@ -127,6 +164,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
     )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    if args.tool_spool_cap < 0:
+        parser.error("--tool-spool-cap must be >= 0")
     if args.checkpoint_max_file_bytes <= 0:
         parser.error("--checkpoint-max-file-bytes must be positive")
     if args.mcp_start_timeout <= 0 or args.mcp_call_timeout <= 0:
@@ -139,6 +178,10 @@ def parse_args(argv: list[str] | None = None) -> Config:
         parser.error("--tool-timeout, --tool-output-cap and --tool-stream-cap must be positive")
     if args.lease_ttl <= 0:
         parser.error("--lease-ttl must be positive")
+    if args.store == "postgres" and not args.database_url:
+        parser.error("--store postgres needs --database-url (or SIDECAR_DATABASE_URL)")
+    if args.db_timeout <= 0 or args.db_pool_size < 1:
+        parser.error("--db-timeout must be positive and --db-pool-size at least 1")
     if args.context_budget < 0:
         parser.error("--context-budget must be >= 0")
     if args.kill_grace < 0 or args.interrupt_grace < 0:
@@ -165,15 +208,27 @@ def parse_args(argv: list[str] | None = None) -> Config:
         mcp_start_timeout=args.mcp_start_timeout,
         mcp_call_timeout=args.mcp_call_timeout,
         checkpoints=not args.no_checkpoints,
+        spool_cap=args.tool_spool_cap,
         checkpoint_max_file_bytes=args.checkpoint_max_file_bytes,
+        database_url=args.database_url,
+        db_timeout=args.db_timeout,
+        db_pool_size=args.db_pool_size,
+        host_id=args.host_id.strip(),
     )
 
 
-def open_store(config: Config) -> SessionStore:
+async def open_store(config: Config) -> SessionStore:
+    """Raises StoreError (naming the database, never its password) if it cannot be used."""
     if config.store == "memory":
         from sidecar.store.memory import MemorySessionStore
 
         return MemorySessionStore()
+    if config.store == "postgres" and config.database_url:
+        from sidecar.store.postgres import PostgresSessionStore
+
+        return await PostgresSessionStore.open(
+            config.database_url, timeout=config.db_timeout, pool_size=config.db_pool_size
+        )
     from sidecar.store.sqlite import SqliteSessionStore
 
     return SqliteSessionStore(config.data_dir / "sessions.db")
@@ -182,6 +237,23 @@ def open_store(config: Config) -> SessionStore:
 def checkpoint_store(config: Config) -> CheckpointStore:
     root = config.data_dir / "checkpoints" if config.checkpoints else None
     return CheckpointStore(root, config.checkpoint_max_file_bytes)
+
+
+def output_spools(config: Config) -> OutputSpools:
+    return OutputSpools(config.data_dir / "output", config.spool_cap)
+
+
+def provider_problem(config: Config) -> str | None:
+    """Why the configured provider cannot work at all (a hosted API and no key), if so."""
+    if config.provider == "openai":
+        key, url = "OPENAI_API_KEY", config.base_url or os.environ.get("OPENAI_BASE_URL")
+        default = "https://api.openai.com/v1"
+    elif config.provider == "anthropic":
+        key, url = "ANTHROPIC_API_KEY", config.base_url or os.environ.get("ANTHROPIC_BASE_URL")
+        default = "https://api.anthropic.com"
+    else:
+        return None
+    return keys.missing_key(keys.resolve_key(None, key), url or None, default, key)
 
 
 def model_name(config: Config) -> str:

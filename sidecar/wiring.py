@@ -20,9 +20,16 @@ from sidecar.acp.permissions import make_asker
 from sidecar.acp.server import RpcServer
 from sidecar.agent import sandbox
 from sidecar.agent.providers.catalog import ModelCatalog
-from sidecar.config import Config, checkpoint_store, model_lister, model_name, provider_factory
+from sidecar.config import (
+    Config,
+    checkpoint_store,
+    model_lister,
+    model_name,
+    output_spools,
+    provider_factory,
+)
 from sidecar.core.events import EventHub
-from sidecar.core.leases import Leases
+from sidecar.core.leases import Leases, this_process
 from sidecar.core.manager import ManagerDeps, SessionManager
 from sidecar.core.mcp_tools import McpSettings
 from sidecar.core.runtime import RuntimeDeps
@@ -36,6 +43,7 @@ from sidecar.store.base import SessionStore
 class Assembly:
     manager: SessionManager
     handlers: dict[str, Handler]
+    leases: Leases
 
     @classmethod
     def build(
@@ -47,6 +55,7 @@ class Assembly:
         request_shutdown: Callable[[], None],
     ) -> Assembly:
         manager: SessionManager | None = None
+        leases = Leases(config.lease_ttl, this_process(config.host_id or None))
 
         def view_of(record: SessionRecord) -> SessionView:
             assert manager is not None
@@ -66,9 +75,10 @@ class Assembly:
                     asker=make_asker(server),
                     mcp=McpSettings(config.mcp_start_timeout, config.mcp_call_timeout),
                     checkpoints=checkpoint_store(config),
+                    spools=output_spools(config),
                 ),
                 events=EventHub(notify),
-                leases=Leases(config.lease_ttl),
+                leases=leases,
                 model_name=model_name(config),
             )
         )
@@ -78,7 +88,7 @@ class Assembly:
             **AcpHandlers(manager, server, catalog, extensions).table(),
             **extensions.table(),
         }
-        return cls(manager, handlers)
+        return cls(manager, handlers, leases)
 
 
 def load_assembly() -> type[Assembly]:

@@ -1,9 +1,11 @@
-"""Shared fixtures: a data dir, a workspace, and a running sidecar over real pipes."""
+"""Shared fixtures: a data dir, a workspace, a running sidecar over real pipes, and one
+real PostgreSQL server for the whole test session (a fresh database per test)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from harness import Sidecar  # noqa: E402
+from pg_server import PgServer  # noqa: E402
 
 
 @pytest.fixture
@@ -32,3 +35,31 @@ async def sidecar(data_dir: Path) -> AsyncIterator[Sidecar]:
         yield running
     finally:
         await running.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """Started on first use, stopped at the end. Missing server binaries are an error,
+    never a skip (scripts/install-system-deps.sh installs them)."""
+    server = PgServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_database(pg_server: PgServer) -> Iterator[str]:
+    """The name of a fresh, empty database owned by the `sidecar` role; dropped after."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    pg_server.create_database(name)
+    try:
+        yield name
+    finally:
+        pg_server.drop_database(name)
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer, pg_database: str) -> str:
+    """postgresql://sidecar:PASSWORD@127.0.0.1:PORT/<fresh database>"""
+    return pg_server.url_for(pg_database)

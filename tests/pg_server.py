@@ -478,6 +478,13 @@ class PgServer:
         if self.is_running():
             self._pg_ctl("stop", "-m", "immediate", timeout=_STOP_TIMEOUT)
 
+    def pause(self, *, mode: str = "fast") -> None:
+        """Stop the server but keep its files, so ``restart()`` brings it back: a database
+        that goes away and comes back. ``fast`` shuts down cleanly (nothing committed is
+        lost, whatever ``durable`` says); ``immediate`` is ``kill()``."""
+        if self.is_running():
+            self._pg_ctl("stop", "-m", mode, timeout=_STOP_TIMEOUT)
+
     def is_running(self) -> bool:
         """True while the postmaster in postmaster.pid is alive."""
         pid = self.postmaster_pid()

@@ -87,8 +87,10 @@ async def test_plain_prompt_streams_the_scripted_text(
     assert body["max_tokens"] == 4096
     assert "coding agent" in body["system"] and str(workspace) in body["system"]
     assert body["messages"] == [user_text("say hello")]
-    (tool,) = body["tools"]
-    assert tool["name"] == "bash" and tool["input_schema"]["required"] == ["command"]
+    tools = {tool["name"]: tool for tool in body["tools"]}
+    assert sorted(tools) == ["bash", "edit_file", "list_files", "read_file", "write_file"]
+    assert tools["bash"]["input_schema"]["required"] == ["command"]
+    assert tools["edit_file"]["input_schema"]["required"] == ["path", "old_text", "new_text"]
     assert request["completed"] and not request["abandoned"]
 
     page = await agent.messages(sid)

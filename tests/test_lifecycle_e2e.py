@@ -260,7 +260,8 @@ async def test_cancel_ends_turn_and_kills_the_tool_process_group(sidecar: Sideca
     assert status["status"] == "idle" and status["live"] is True
     messages = (await sidecar.messages(sid))["messages"]
     assert messages[0]["text"] == f"$ {command}"
-    assert messages[-1]["type"] == "tool_result" and "Cancelled" in messages[-1]["text"]
+    assert messages[-2]["type"] == "tool_result" and "Cancelled" in messages[-2]["text"]
+    assert messages[-1]["type"] == "marker" and messages[-1]["kind"] == "cancelled"
     # The session is usable again, and the next turn's context is well formed.
     assert (await sidecar.prompt(sid, "still here?"))["_meta"]["response"] == "Echo: still here?"
 

@@ -74,7 +74,13 @@ async def test_plain_prompt_streams_the_scripted_text(
     assert messages[0]["role"] == "system"
     assert "coding agent" in messages[0]["content"] and str(workspace) in messages[0]["content"]
     assert messages[-1] == {"role": "user", "content": "say hello"}
-    assert [t["function"]["name"] for t in body["tools"]] == ["bash"]
+    assert [t["function"]["name"] for t in body["tools"]] == [
+        "bash",
+        "read_file",
+        "list_files",
+        "edit_file",
+        "write_file",
+    ]
     assert request["completed"] and not request["abandoned"]
 
     page = await agent.messages(sid)
@@ -184,6 +190,35 @@ async def test_http_400_is_not_retried(agent: Sidecar, fake: FakeServerProcess, 
     status = await agent.status(sid)
     assert status["status"] == "error"
     assert "HTTP 400" in status["lastError"] and "does not exist" in status["lastError"]
+
+
+async def test_refusals_and_unreachable_servers_say_what_to_do(
+    agent: Sidecar, fake: FakeServerProcess, workspace: Path, data_dir: Path
+):
+    sid = (await agent.new_session(workspace))["sessionId"]
+    await fake.script({"type": "error", "status": 401, "message": "bad key"})
+    with pytest.raises(RpcError) as refused:
+        await agent.prompt(sid, "hello")
+    assert "HTTP 401: bad key — check the API key (OPENAI_API_KEY)" in str(refused.value)
+
+    nobody = await Sidecar.start(
+        data_dir.parent / "other",
+        "--provider",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        env={"OPENAI_API_KEY": "test"},
+    )
+    try:
+        other = (await nobody.new_session(workspace))["sessionId"]
+        with pytest.raises(RpcError) as unreachable:
+            await nobody.prompt(other, "hello")
+        message = str(unreachable.value)
+        assert "connection failed" in message
+        assert "is the server at http://127.0.0.1:9/v1" in message and "running" in message
+        assert message.count("connection failed") == 1  # said once
+    finally:
+        await nobody.close()
 
 
 async def test_close_during_a_slow_reply_abandons_it_and_changes_nothing_later(

@@ -23,14 +23,7 @@ import psycopg
 import pytest
 from pg_server import PgServer, PgServerError
 
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    server = PgServer.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+# `pg_server` (one server for the whole test session) comes from conftest.py.
 
 
 @pytest.fixture

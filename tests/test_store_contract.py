@@ -5,8 +5,10 @@ A store that passes here can replace another without the manager noticing.
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +25,34 @@ from sidecar.store import (
     SqliteSessionStore,
 )
 from sidecar.store.blocking import BlockingStore, blocking
+from sidecar.store.postgres import PostgresSessionStore
 
 # The store under test, driven through its async API (store_adapter.BlockingStore).
 SessionStore = BlockingStore
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+def blocking_postgres(url: str) -> tuple[SessionStore, Callable[[], None]]:
+    """The PostgreSQL store (opened by its coroutine) on a private loop, as `blocking`."""
+    loop = asyncio.new_event_loop()
+    store = BlockingStore(loop.run_until_complete(PostgresSessionStore.open(url, timeout=5)), loop)
+
+    def close() -> None:
+        try:
+            store.close()
+        finally:
+            loop.close()
+
+    return store, close
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     if request.param == "memory":
         impl, close = blocking(MemorySessionStore)
-    else:
+    elif request.param == "sqlite":
         impl, close = blocking(lambda: SqliteSessionStore(tmp_path / "sessions.db"))
+    else:  # a real server (tests/pg_server.py), a fresh database per test
+        impl, close = blocking_postgres(request.getfixturevalue("pg_url"))
     yield impl
     close()
 
@@ -430,3 +449,50 @@ def test_update_with_append_lands_both_or_neither(store) -> None:
     after = store.get("s")
     assert after.status is SessionState.RUNNING and after.message_count == 1
     assert store.messages("s") == [{"role": "user", "content": "go"}]
+
+
+# --- leases, reconciling one session, the clock ------------------------------------------
+
+
+def test_renew_leases_extends_only_the_owners_leases(store) -> None:
+    mine = add(store, lease_owner="me", lease_expires=10.0)
+    also = add(store, lease_owner="me", lease_expires=11.0)
+    theirs = add(store, lease_owner="them", lease_expires=12.0)
+    free = add(store, status=SessionState.CLOSED)
+    assert store.renew_leases("me", 99.0) == {mine.session_id, also.session_id}
+    assert store.get(mine.session_id).lease_expires == 99.0
+    assert store.get(also.session_id).lease_expires == 99.0
+    assert store.get(theirs.session_id).lease_expires == 12.0
+    assert store.get(free.session_id).lease_expires is None
+    assert store.renew_leases("nobody", 99.0) == set()
+
+
+def test_begin_generation_takes_the_lease(store) -> None:
+    record = add(store, status=SessionState.CLOSED)
+    resumed = store.begin_generation(
+        record.session_id, 1, lease_owner="new holder", lease_expires=42.5
+    )
+    assert (resumed.lease_owner, resumed.lease_expires) == ("new holder", 42.5)
+    assert store.get(record.session_id) == resumed
+    assert store.renew_leases("new holder", 50.0) == {record.session_id}
+
+
+def test_reconcile_touches_only_what_the_test_calls_orphaned(store) -> None:
+    orphan = add(store, status=SessionState.RUNNING, lease_owner="dead", lease_expires=1.0)
+    alive = add(store, status=SessionState.IDLE, lease_owner="alive", lease_expires=1.0)
+    (changed,) = store.reconcile_orphans(lambda r: r.lease_owner == "dead")
+    assert changed.session_id == orphan.session_id
+    assert changed.status is SessionState.CLOSED and changed.interrupted is True
+    assert (changed.lease_owner, changed.lease_expires) == (None, None)
+    assert store.get(alive.session_id) == alive
+    # One session, read by its key: changed only when the test says so.
+    assert store.reconcile_one(alive.session_id, lambda r: False) == alive
+    closed = store.reconcile_one(alive.session_id, lambda r: True)
+    assert closed.status is SessionState.CLOSED and closed.interrupted is False
+    with pytest.raises(SessionNotFound):
+        store.reconcile_one("nope", lambda r: True)
+
+
+def test_the_clock_is_seconds_since_the_epoch(store) -> None:
+    # Every store here runs on this machine, so its clock is this one's (give or take).
+    assert abs(store.clock() - time.time()) < 60

@@ -27,7 +27,7 @@ async def test_output_cap_and_timeout(data_dir: Path, workspace: Path):
         tool = [m for m in messages if m["type"] == "tool_result"][-1]
         assert tool["truncated"] is True
         assert "x" * 100 in tool["text"] and "x" * 101 not in tool["text"]
-        assert "[output truncated at 100 bytes]" in tool["text"]
+        assert "[output truncated at 100 bytes; 100000 bytes in all" in tool["text"]
 
         mark, marked = marker()
         turn = sidecar.prompt_task(sid, f"$ {marked}echo $$ > slow.pid; sleep 30")
@@ -91,7 +91,7 @@ async def test_events_stream_more_than_the_model_keeps_but_are_capped_too(
         assert notice and body == "y" * 1000
         messages = (await sidecar.messages(sid))["messages"]
         tool = [m for m in messages if m["type"] == "tool_result"][-1]
-        assert "y" * 100 + "\n[output truncated at 100 bytes]" in tool["text"]
+        assert "y" * 100 + "\n[output truncated at 100 bytes; 5000 bytes in all" in tool["text"]
         assert "y" * 101 not in tool["text"] and tool["truncated"] is True
     finally:
         await sidecar.close()

@@ -14,6 +14,7 @@ from protocol.models import (
     CompactParams,
     McpReconnectParams,
     MessagesParams,
+    OutputParams,
     RenameParams,
     ResizeParams,
     RewindParams,
@@ -50,6 +51,16 @@ def compaction_result(outcome: CompactionOutcome) -> dict[str, Any]:
     return result
 
 
+def _whole_characters(data: bytes) -> bytes:
+    """Cut a trailing, incomplete UTF-8 sequence (the next page starts with it)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # a lead byte (or ASCII): is its sequence complete?
+            need = 1 if byte < 0x80 else 2 if byte >> 5 == 6 else 3 if byte >> 4 == 14 else 4
+            return data if need <= back else data[:-back]
+    return data
+
+
 class ExtensionHandlers:
     def __init__(
         self, manager: SessionManager, server: RpcServer, request_shutdown: Callable[[], None]
@@ -70,6 +81,7 @@ class ExtensionHandlers:
             Method.SET_PERMISSIONS: self.set_permissions,
             Method.MCP_RECONNECT: self.reconnect_mcp,
             Method.CHANGES: self.changes,
+            Method.OUTPUT: self.output,
             Method.REWIND: self.rewind,
             Method.SHUTDOWN: self.shutdown,
         }
@@ -80,6 +92,16 @@ class ExtensionHandlers:
 
     async def messages(self, params: dict[str, Any]) -> dict[str, Any]:
         request = MessagesParams.model_validate(params)
+        if request.turn is not None:
+            found = await self.manager.messages_by_turn(
+                request.session_id, request.turn, request.turns
+            )
+            body = wire_transcript.page(found.entries, found.total)
+            body["turns"] = found.turns
+            body["nextTurn"] = found.next_turn
+            if found.next_offset is not None:
+                body["nextOffset"] = found.next_offset
+            return body
         entries, total = await self.manager.messages(
             request.session_id, request.offset, request.limit
         )
@@ -100,6 +122,24 @@ class ExtensionHandlers:
         request = ChangesParams.model_validate(params)
         found = await self.manager.changes(request.session_id, request.turn)
         return changes_body(found, with_diff=True)
+
+    async def output(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A page of a command's whole output, as the command printed it (escape sequences
+        kept: a client renders or strips them); pages end on a character boundary."""
+        request = OutputParams.model_validate(params)
+        page = await self.manager.output(
+            request.session_id, request.tool_call_id, request.offset, request.limit
+        )
+        data = page.data
+        end = page.offset + len(data)
+        if end < page.total:
+            data = _whole_characters(data)
+        return {
+            "text": data.decode("utf-8", errors="replace"),
+            "offset": page.offset,
+            "next": page.offset + len(data),
+            "total": page.total,
+        }
 
     async def rewind(self, params: dict[str, Any]) -> dict[str, Any]:
         request = RewindParams.model_validate(params)

@@ -38,7 +38,9 @@ class ClientOptions:
         self.extension_notifications = isinstance(ours, dict) and ours.get("notifications") is True
 
 
-def initialize_result(store_problem: str | None) -> dict[str, Any]:
+def initialize_result(
+    store_problem: str | None, provider_problem: str | None = None
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         # We speak exactly one version; ACP: answer with it, the client decides.
         "protocolVersion": PROTOCOL_VERSION,
@@ -58,16 +60,23 @@ def initialize_result(store_problem: str | None) -> dict[str, Any]:
         "authMethods": [],
         "agentInfo": {"name": "acp-session-host", "title": "Session host", "version": VERSION},
     }
+    meta: dict[str, Any] = {}
     if store_problem is not None:
-        result["_meta"] = {"storeError": store_problem}
+        meta["storeError"] = store_problem
+    if provider_problem is not None:
+        meta["providerProblem"] = provider_problem  # e.g. no API key: said before any prompt
+    if meta:
+        result["_meta"] = meta
     return result
 
 
 def initialize_handler(
-    store_problem: Callable[[], str | None], client: ClientOptions
+    store_problem: Callable[[], str | None],
+    client: ClientOptions,
+    provider_problem: str | None = None,
 ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
     async def initialize(params: dict[str, Any]) -> dict[str, Any]:
         client.read(InitializeParams.model_validate(params))  # refuses malformed params
-        return initialize_result(store_problem())
+        return initialize_result(store_problem(), provider_problem)
 
     return initialize

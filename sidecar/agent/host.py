@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.values import Mode, Sandbox
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.context import ChatMessage
 from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.providers.base import Provider, Usage
@@ -64,7 +65,10 @@ class TurnHost(Protocol):
     def sandbox(self) -> Sandbox:
         """What commands run under (the effective sandbox)."""
 
-    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
+    def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput:
+        """Where a command's output goes (the model's part, the live stream, the spool)."""
+
+    async def execute(self, command: str, output: CommandOutput) -> CommandResult:
         """Run one command on the session's backend (pipe or pty)."""
 
     async def before_tool_call(self) -> None:

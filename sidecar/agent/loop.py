@@ -121,15 +121,16 @@ async def _run_command(host: TurnHost, call: ToolCall) -> None:
             return
     await host.before_tool_call()
     host.publish(ToolCallRunning(call.id))
+    output = host.command_output(
+        call.id, lambda chunk: host.publish(ToolOutputChunk(call.id, chunk))
+    )
     try:
-        result = await host.execute(
-            command, lambda chunk: host.publish(ToolOutputChunk(call.id, chunk))
-        )
+        result = await host.execute(command, output)
     except asyncio.CancelledError:
-        # Keep the transcript well formed for the next turn: every call gets a result.
-        await asyncio.shield(
-            _finish(host, call, "Cancelled: the command was stopped.", None, cancelled=True)
-        )
+        # Keep the transcript well formed for the next turn: every call gets a result, with
+        # what the command printed before it was stopped.
+        stopped = bash.format_stopped(output, host.limits)
+        await asyncio.shield(_finish(host, call, stopped, None, cancelled=True))
         raise
     except OSError as exc:
         # Could not even start (cwd gone, no descriptors or processes left): say why; the
@@ -140,7 +141,9 @@ async def _run_command(host: TurnHost, call: ToolCall) -> None:
     except SandboxUnavailable as exc:
         await _finish(host, call, str(exc), None)
         return
-    await _finish(host, call, bash.format_result(result, host.limits), result)
+    finally:
+        output.close()
+    await _finish(host, call, bash.format_result(result, output, host.limits), result)
 
 
 def _display_input(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -64,7 +64,7 @@ def steps(refs: dict[str, str]) -> list[Step]:
 
 
 async def history(repo: ShadowRepo) -> list[Step]:
-    return steps({**await repo.refs("refs/turns/"), **await repo.refs("refs/rewinds/")})
+    return steps(await repo.refs("refs/turns/", "refs/rewinds/"))
 
 
 def end_of(ordered: list[Step], index: int, current: str | None) -> str | None:
@@ -78,14 +78,24 @@ def end_of(ordered: list[Step], index: int, current: str | None) -> str | None:
     return current
 
 
+def uncovered(turn: int, first: int) -> str:
+    return (
+        f"turn {turn} has no checkpoints: this session's checkpoints begin at turn {first} "
+        "(it was forked into another directory, or is older than checkpoints)"
+    )
+
+
 async def turn_changes(
     repo: ShadowRepo, turn: int, *, current: str | None, with_diff: bool
 ) -> TurnChanges:
-    """What turn `turn` changed: its before checkpoint against its end."""
+    """What turn `turn` changed: its before checkpoint against its end. A turn without
+    checkpoints ran no tool (they are taken before the first one): it changed nothing."""
+    if turn < repo.first_turn():
+        raise CheckpointError(uncovered(turn, repo.first_turn()))
     ordered = await history(repo)
     index = next((i for i, s in enumerate(ordered) if s.key == (turn, 0, 0)), None)
     if index is None or ordered[index].before is None:
-        raise CheckpointError(f"turn {turn} has no checkpoint")
+        return TurnChanges(turn, (), 0, "" if with_diff else None)
     before = ordered[index].before
     assert before is not None
     after = end_of(ordered, index, current)

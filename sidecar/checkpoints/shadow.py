@@ -32,6 +32,7 @@ from sidecar.domain.files import FileChange, FileStatus, Skipped
 
 EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 JOURNAL: Final = "restore-journal.json"
+FIRST_TURN: Final = "first-turn"
 SKIPPED: Final = "skipped.json"
 MAX_DIFF_BYTES: Final = 512 * 1024
 _PATH_CHUNK: Final = 500  # paths per git argv (well inside ARG_MAX)
@@ -90,8 +91,10 @@ class ShadowRepo:
     def exists(self) -> bool:
         return (self.git_dir / "HEAD").is_file()
 
-    async def open(self) -> None:
-        """Create the repository if need be; clean up after a process killed mid-operation."""
+    async def open(self, first_turn: int = 1) -> None:
+        """Create the repository if need be (its checkpoints cover turns from `first_turn`
+        on: a session forked elsewhere, or older than checkpoints, has turns before them);
+        clean up after a process killed mid-operation."""
         async with self._lock:
             if not self.exists:
                 self.git_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -102,6 +105,7 @@ class ShadowRepo:
                     ["init", "-q", "--bare", "--template=", str(self.git_dir)],
                 )
                 os.chmod(self.git_dir, 0o700)
+                _write_atomically(self.git_dir / FIRST_TURN, str(first_turn).encode())
             self._clear_stale_lock()
             journal = self._journal()
             if journal is not None:
@@ -155,6 +159,16 @@ class ShadowRepo:
             raise CheckpointError(f"cannot read {self.git_dir / SKIPPED}: {exc}") from None
         return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
+    def first_turn(self) -> int:
+        """The first turn these checkpoints cover (1 when not recorded)."""
+        try:
+            text = (self.git_dir / FIRST_TURN).read_text().strip()
+        except FileNotFoundError:
+            return 1
+        except OSError as exc:
+            raise CheckpointError(f"cannot read {self.git_dir / FIRST_TURN}: {exc}") from None
+        return int(text) if text.isdigit() else 1
+
     def skipped(self) -> dict[str, str]:
         return self._load_skipped()
 
@@ -174,10 +188,18 @@ class ShadowRepo:
         new and modified files (git lists them from its caches) and at what was skipped
         before: an unchanged tree costs no extra stats."""
         before = self._load_skipped()
-        untracked = await self._run("ls-files", "-z", "--others", "--exclude-standard")
-        modified = await self._run("ls-files", "-z", "--modified")
-        candidates = {p for p in untracked.decode(errors="surrogateescape").split("\0") if p}
-        tracked_changed = {p for p in modified.decode(errors="surrogateescape").split("\0") if p}
+        # One pass: new files ("? path") and changed tracked ones ("C path"), from git's
+        # caches (the untracked cache, the index's stat data).
+        listed = await self._run(
+            "ls-files", "-z", "-t", "--others", "--modified", "--exclude-standard"
+        )
+        candidates: set[str] = set()
+        tracked_changed: set[str] = set()
+        for record in listed.decode(errors="surrogateescape").split("\0"):
+            tag, _, path = record.partition(" ")
+            if not path:
+                continue
+            (candidates if tag == "?" else tracked_changed).add(path)
         now: dict[str, str] = {}
         for path in candidates | tracked_changed | set(before):
             reason = self._reason(path)
@@ -212,8 +234,8 @@ class ShadowRepo:
     async def write_ref(self, name: str, tree: str) -> None:
         await self._run("update-ref", name, tree)
 
-    async def refs(self, prefix: str) -> dict[str, str]:
-        out = await self._run("for-each-ref", "--format=%(refname) %(objectname)", prefix)
+    async def refs(self, *prefixes: str) -> dict[str, str]:
+        out = await self._run("for-each-ref", "--format=%(refname) %(objectname)", *prefixes)
         found: dict[str, str] = {}
         for line in out.decode().splitlines():
             name, _, oid = line.partition(" ")
@@ -318,7 +340,10 @@ class ShadowRepo:
         _delete(self.work_tree, plan.delete)
         for chunk in _chunks(plan.restore):
             await self._run("checkout", plan.target, "--", *chunk)
-        await self._run("add", "-A", "--ignore-errors", ok=(0, 1))
+        # Only what the restore touched is re-read (checkout already staged the restored
+        # paths; this records the deletions): anything else the next snapshot sees.
+        for chunk in _chunks(plan.delete):
+            await self._run("add", "-A", "--ignore-errors", "--", *chunk, ok=(0, 1))
         tree = (await self._run("write-tree")).decode().strip()
         await self._run("update-ref", plan.ref + "/after", tree)
         (self.git_dir / JOURNAL).unlink()

@@ -75,5 +75,5 @@ class CheckpointStore:
             elif kind == 1 and turns >= before_turn:
                 name = rewind_ref(turns, number)
                 later += [name + "/before", name + "/after"]
-        existing = {**await dest.refs("refs/turns/"), **await dest.refs("refs/rewinds/")}
+        existing = await dest.refs("refs/turns/", "refs/rewinds/")
         await dest.delete_refs(name for name in later if name in existing)

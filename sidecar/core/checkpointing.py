@@ -1,11 +1,11 @@
-"""A runtime's checkpoints: a snapshot before each turn and after it, and code rewinds.
+"""A runtime's checkpoints: a snapshot before the first tool of a turn and one after the
+turn, and code rewinds.
 
-The before-snapshot runs alongside the turn's first model call (which changes no file)
-and every tool waits for it (`ready`), so a large tree's first snapshot does not hold
-the turn up. Snapshots are never cancelled half way by a cancelled turn (they are
-their own tasks); a failure to checkpoint is logged and told in the summary's
-`checkpointProblem`, and the turn goes on: an agent that cannot be undone is worse than
-one that cannot act, but only slightly, and the user can see it.
+The before-snapshot is taken when the turn's first tool is about to run (every tool may
+change files; the model's replies do not), so a turn that only talks costs nothing, and
+what the snapshot holds is the tree exactly as the tool found it. Snapshots are never cut
+short by a cancelled turn (they are their own tasks); a failure to checkpoint is logged
+and told in the summary's `checkpointProblem`, and the turn goes on.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from sidecar.checkpoints.history import (
     restore_plan,
     turn_changes,
     turn_ref,
+    uncovered,
 )
 from sidecar.checkpoints.shadow import ShadowRepo
 from sidecar.checkpoints.store import CheckpointStore
@@ -36,7 +37,8 @@ class TurnCheckpoints:
         self.problem: str | None = store.problem
         if self.problem is None:
             self._repo = store.repo(session_id, cwd)
-        self._before: asyncio.Task[None] | None = None
+        self._turn: int | None = None  # the running turn
+        self._before: asyncio.Task[None] | None = None  # its before-snapshot, once a tool came
         self._opening: asyncio.Task[None] | None = None
 
     @property
@@ -67,41 +69,42 @@ class TurnCheckpoints:
         if self._repo is None:
             return
         try:
-            await self._repo.open()
-            if turns and await self._repo.read_ref(turn_ref(turns, "before")) is not None:
-                if await self._repo.read_ref(turn_ref(turns, "after")) is None:
-                    snapshot = await self._repo.snapshot()
-                    await self._repo.write_ref(turn_ref(turns, "after"), snapshot.tree)
+            await self._repo.open(first_turn=turns + 1)
+            ordered = await history(self._repo)
+            last = ordered[-1] if ordered else None
+            if last is not None and not last.is_rewind and last.after is None:
+                snapshot = await self._repo.snapshot()
+                await self._repo.write_ref(turn_ref(last.key[0], "after"), snapshot.tree)
             self.problem = None
         except (CheckpointError, OSError) as exc:
             self._failed("opening the checkpoints", exc)
 
     def begin(self, turn: int) -> None:
-        """Start the before-snapshot of `turn` (tools wait for it: `ready`)."""
-        if self._repo is None:
-            return
-        repo = self._repo
-
-        async def take() -> None:
-            await self._opened()
-            try:
-                snapshot = await repo.snapshot()
-                await repo.write_ref(turn_ref(turn, "before"), snapshot.tree)
-                self.problem = None
-            except (CheckpointError, OSError) as exc:
-                self._failed(f"the checkpoint before turn {turn}", exc)
-
-        self._before = asyncio.create_task(take())
+        """A turn starts; its before-snapshot waits for its first tool (`ready`)."""
+        self._turn, self._before = turn, None
 
     async def ready(self) -> None:
-        """Wait for the before-snapshot (never cancels it: a cancelled waiter just leaves)."""
-        if self._before is not None:
-            await asyncio.shield(self._before)
+        """Right before a tool runs: the turn's before-snapshot, taken the first time (a
+        cancelled waiter leaves; the snapshot itself finishes)."""
+        if self._repo is None or self._turn is None:
+            return
+        if self._before is None:
+            self._before = asyncio.create_task(self._take_before(self._repo, self._turn))
+        await asyncio.shield(self._before)
 
-    async def end(self, turn: int, acted: bool) -> TurnChanges | None:
-        """The after-snapshot of `turn` and what the turn changed (None: nothing, or no
-        checkpoints). A turn that ran no tool changed nothing: its before is its after."""
-        before_task, self._before = self._before, None
+    async def _take_before(self, repo: ShadowRepo, turn: int) -> None:
+        await self._opened()
+        try:
+            snapshot = await repo.snapshot()
+            await repo.write_ref(turn_ref(turn, "before"), snapshot.tree)
+            self.problem = None
+        except (CheckpointError, OSError) as exc:
+            self._failed(f"the checkpoint before turn {turn}", exc)
+
+    async def end(self, turn: int) -> TurnChanges | None:
+        """The after-snapshot of `turn` and what it changed (None: no tool ran, nothing
+        changed, or no checkpoints)."""
+        before_task, self._before, self._turn = self._before, None, None
         if self._repo is None or before_task is None:
             return None
         repo = self._repo
@@ -110,7 +113,7 @@ class TurnCheckpoints:
             before = await repo.read_ref(turn_ref(turn, "before"))
             if before is None:
                 return None
-            after = (await repo.snapshot()).tree if acted else before
+            after = (await repo.snapshot()).tree
             await repo.write_ref(turn_ref(turn, "after"), after)
             if after == before:
                 return None
@@ -125,7 +128,8 @@ class TurnCheckpoints:
         current = None
         if idle and not repo.restore_pending:
             # A turn left without an end (interrupted) ends as the tree is now.
-            if await repo.read_ref(turn_ref(turn, "after")) is None:
+            started = await repo.read_ref(turn_ref(turn, "before")) is not None
+            if started and await repo.read_ref(turn_ref(turn, "after")) is None:
                 current = (await repo.snapshot()).tree
         return await turn_changes(repo, turn, current=current, with_diff=True)
 
@@ -144,9 +148,15 @@ class TurnCheckpoints:
                 raise InvalidInput("undo", "there is no code rewind to undo")
             since, target = rewinds[-1].key, rewinds[-1].before
         else:
-            start = next((s for s in ordered if s.key == (turn, 0, 0)), None)
-            if start is None or start.before is None:
-                raise CheckpointError(f"turn {turn} has no checkpoint to rewind to")
+            # The first checkpoint from this turn on: turns that ran no tool have none, and
+            # changed nothing, so the tree before them is the tree before that one.
+            if turn < repo.first_turn():
+                raise CheckpointError(uncovered(turn, repo.first_turn()))
+            start = next(
+                (s for s in ordered if s.key >= (turn, 0, 0) and s.before is not None), None
+            )
+            if start is None:
+                return CodeRewind((), (), (), None)  # the session changed nothing since
             since, target = start.key, start.before
         assert target is not None
         current = (await repo.snapshot()).tree

@@ -1,7 +1,8 @@
 """Keeping this process's leases alive, and noticing the ones it lost.
 
 Every lease this process holds is renewed in one statement every third of the lease
-time, whatever their number. A session another process took over meanwhile (after we
+time, whatever their number; each round first measures the store's clock again, so
+expiries stay on the store's clock even if this host's clock is stepped. A session another process took over meanwhile (after we
 were frozen past the expiry, say) is not in the renewed set any more: its runtime here
 is dropped, unwritten (its writes would be fenced anyway).
 """
@@ -55,6 +56,7 @@ class LeaseRenewal:
 
     async def renew_once(self) -> None:
         try:
+            await self._leases.sync(self._store)
             held = await self._store.renew_leases(self._leases.owner, self._leases.expiry(now()))
         except SidecarError as exc:
             log.error("renewing leases failed: %s", exc)

@@ -18,11 +18,13 @@ from protocol.values import Approval, Backend, Mode, RewindScope, Sandbox, Statu
 from sidecar.agent.context import PageReader
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.checkpoints.history import turn_changes
+from sidecar.core import rewind as rewind_steps
 from sidecar.core.endpoint import SessionEndpoint
 from sidecar.core.events import EventHub
 from sidecar.core.lease_renewal import LeaseRenewal
 from sidecar.core.leases import Leases
 from sidecar.core.mcp_tools import server_views
+from sidecar.core.output_spools import OutputPage
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.rewind import ContextState, context_at, locate_turn
 from sidecar.core.runtime import RuntimeDeps, SessionRuntime
@@ -41,6 +43,7 @@ from sidecar.domain.errors import (
     LeaseHeld,
     RuntimeLive,
     SessionBusy,
+    SessionNotFound,
     SessionNotLive,
     ShuttingDown,
     SidecarError,
@@ -53,6 +56,16 @@ from sidecar.domain.transcript import Entry, from_row
 log = logging.getLogger(__name__)
 
 FORK_TITLE_MAX = 200
+MAX_TURN_PAGE = 1000  # entries in one page of whole turns
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPage:
+    entries: list[tuple[int, Entry]]
+    total: int  # entries in the transcript
+    turns: int  # turns in the session
+    next_turn: int | None  # where the next page starts (None: this was the last)
+    next_offset: int | None = None  # a page cut short (a huge turn): the rest from here
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +159,29 @@ class SessionManager:
         rows = await self.store.messages(session_id, offset, limit)
         return [(offset + i, from_row(row)) for i, row in enumerate(rows)], total
 
+    async def messages_by_turn(self, session_id: str, turn: int, turns: int) -> TurnPage:
+        """Whole turns from `turn` on: the entries from its user message up to the next
+        page's first user message (at most MAX_TURN_PAGE entries: a page cut short says
+        where the rest starts, `next_offset`)."""
+        record = await self.store.get(session_id)
+        if turn > max(record.turns, 1):
+            raise InvalidInput("turn", f"no turn {turn}: the session has {record.turns} turn(s)")
+        read = self._reader(session_id)
+        total = record.message_count
+        start = 0 if turn == 1 else await locate_turn(read, total, turn)
+        if start is None:
+            raise InvalidInput("turn", f"turn {turn} is not in the transcript")
+        last = turn + turns
+        end = total if last > record.turns else await locate_turn(read, total, last)
+        end = total if end is None else end
+        limit = min(end - start, MAX_TURN_PAGE)
+        rows = await self.store.messages(session_id, start, limit) if limit > 0 else []
+        entries = [(start + i, from_row(row)) for i, row in enumerate(rows)]
+        next_turn = last if last <= record.turns else None
+        if start + len(entries) < end:  # cut short: the rest by offset, up to `next_turn`
+            return TurnPage(entries, total, record.turns, next_turn, start + len(entries))
+        return TurnPage(entries, total, record.turns, next_turn)
+
     def live_ids(self) -> list[str]:
         return self._registry.ids()
 
@@ -181,6 +217,30 @@ class SessionManager:
 
     def start_lease_renewal(self) -> None:
         self._renewal.start()
+
+    async def changed_elsewhere(self, session_id: str) -> None:
+        """Another sidecar changed this session (the store's change feed): our clients get
+        its state, as they do for our own changes. A session live here: a change that left
+        it ours (a rename there) is told; a newer generation means it was taken over while
+        we were frozen or cut off, so our runtime is dropped now (unwritten, as the lease
+        renewal would) and the new state told."""
+        try:
+            record = await self.store.get(session_id)
+        except SessionNotFound:
+            return  # deleted there; the next listing says so
+        runtime = self._registry.get(session_id)
+        if runtime is not None:
+            if record.generation <= runtime.generation:
+                if record.lease_owner == self._leases.owner:
+                    runtime.events.publish(StateChanged(record))
+                return
+            log.warning("session %s was taken over elsewhere; stopping here", session_id)
+            await self._close_superseded(runtime)  # writes nothing: `record` stays current
+        if session_id in self._registry:
+            return  # resumed here meanwhile: its own events tell
+        stream = self.events.stream(session_id)
+        stream.publish(StateChanged(record))
+        stream.end_subscriptions()  # nothing replays a session not live here: keep no buffer
 
     async def _close_superseded(self, runtime: SessionRuntime) -> None:
         """Another process took the session over: drop our runtime, writing nothing."""
@@ -403,9 +463,10 @@ class SessionManager:
             self.events.forget(session_id)
             try:
                 await self._deps.runtime.checkpoints.remove(session_id)
+                await asyncio.to_thread(self._deps.runtime.spools.remove, session_id)
             except OSError as exc:
-                # The session is gone; its snapshots' directory stays until removed by hand.
-                log.error("session %s deleted, but its checkpoints were not: %s", session_id, exc)
+                # The session is gone; its files stay until removed by hand: say where.
+                log.error("session %s deleted, but not all its files were: %s", session_id, exc)
 
     # ---- turns and settings --------------------------------------------------------------
 
@@ -457,6 +518,13 @@ class SessionManager:
         runtime = await self.live(session_id, "compact")
         return await runtime.turns.compact(keep_turns)
 
+    async def output(self, session_id: str, call_id: str, offset: int, limit: int) -> OutputPage:
+        """A page of a command's whole output (spooled), any session, live or not."""
+        await self.store.get(session_id)
+        return await asyncio.to_thread(
+            self._deps.runtime.spools.read, session_id, call_id, offset, limit
+        )
+
     async def changes(self, session_id: str, turn: int | None) -> TurnChanges:
         """What a turn changed (default: the last), with its diff."""
         record = await self.store.get(session_id)
@@ -495,6 +563,9 @@ class SessionManager:
             raise InvalidInput("turn", f"no turn {turn}: the session has {turns} turn(s)")
         if runtime.turns.busy:
             raise SessionBusy(session_id)
+        if dry_run:
+            # Changes nothing: no turn lock, no state change (a prompt meanwhile still runs).
+            return await rewind_steps.rewind(runtime.turns, turn, scope, force=force, dry_run=True)
         return await runtime.turns.rewind(turn, scope, force=force, dry_run=dry_run)
 
     async def resize(

@@ -20,6 +20,7 @@ from typing_extensions import Unpack
 from protocol.values import Approval, Backend, Mode, Sandbox, Status
 from sidecar.agent import sandbox
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
 from sidecar.agent.providers.base import Provider
@@ -29,6 +30,7 @@ from sidecar.core.approvals import ApprovalDesk, Asker
 from sidecar.core.checkpointing import TurnCheckpoints
 from sidecar.core.events import EventStream
 from sidecar.core.mcp_tools import McpSettings, McpTools
+from sidecar.core.output_spools import OutputSpools
 from sidecar.core.ports import Listener, ListenerFactory, ProviderFactory
 from sidecar.core.turns import TurnRunner
 from sidecar.core.views import TerminalSize
@@ -57,6 +59,7 @@ class RuntimeDeps:
     asker: Asker | None = None  # asks the stdio client for consent; None: nobody to ask
     mcp: McpSettings = McpSettings()
     checkpoints: CheckpointStore = field(default_factory=lambda: CheckpointStore(None))
+    spools: OutputSpools = field(default_factory=lambda: OutputSpools(None))
 
 
 class SessionRuntime:
@@ -270,7 +273,13 @@ class SessionRuntime:
             changes["sandbox"] = sandbox
         self.record = await self.store.update(self.session_id, self.generation, **changes)
 
-    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
+    def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput:
+        """Where one command's output goes: the model's part, the live stream, the spool."""
+        spools = self._deps.spools
+        spool = spools.open(self.session_id, call_id)
+        return CommandOutput(self.limits, on_output, spool, spools.cap)
+
+    async def execute(self, command: str, output: CommandOutput) -> CommandResult:
         """Run one command contained in its own PID namespace (bubblewrap), under the
         session's sandbox mode. Raises SandboxUnavailable (nothing runs) without bwrap."""
         bwrap = sandbox.require(self._deps.sandbox)
@@ -278,5 +287,5 @@ class SessionRuntime:
             ["bash", "-c", command], mode=self.sandbox_mode, cwd=self.cwd, bwrap=bwrap
         )
         if self.backend is Backend.PTY:
-            return await run_command_pty(argv, self.cwd, self.limits, self.terminal, on_output)
-        return await run_command(argv, self.cwd, self.limits, on_output)
+            return await run_command_pty(argv, self.cwd, self.limits, self.terminal, output)
+        return await run_command(argv, self.cwd, self.limits, output)

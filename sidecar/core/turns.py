@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from protocol.values import Mode, RewindScope, Sandbox, Status, StopReason
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.context import ChatMessage, ProviderContext
 from sidecar.agent.loop import run_turn
 from sidecar.agent.mcp import McpCallResult, ToolSpec
@@ -39,6 +40,7 @@ from sidecar.domain.errors import (
 from sidecar.domain.events import (
     Origin,
     SessionEvent,
+    StateChanged,
     TitleChanged,
     TurnEnded,
     UsageUpdated,
@@ -47,7 +49,7 @@ from sidecar.domain.events import (
 from sidecar.domain.permissions import PermissionRequest, Verdict
 from sidecar.domain.records import DEFAULT_TITLE
 from sidecar.domain.titles import title_from
-from sidecar.domain.transcript import Entry, UserEntry, from_row, to_row
+from sidecar.domain.transcript import Entry, UserEntry, cancelled_marker, from_row, to_row
 from sidecar.store.base import RecordChanges
 
 if TYPE_CHECKING:
@@ -70,7 +72,6 @@ class TurnRunner:
         self._context: ProviderContext | None = None
         self._usage = Usage()  # of the running turn (or compaction)
         self._turn: int | None = None  # the running turn's number (None: not a turn)
-        self._acted = False  # whether the running turn ran a tool (it may have changed files)
         # (transcript length, turns) when the running turn began: a fork copies up to here.
         self.before_turn: tuple[int, int] | None = None
 
@@ -187,7 +188,6 @@ class TurnRunner:
         self._cancel_requested = False
         self._usage = Usage()
         self._turn = None
-        self._acted = False
         supervisor = asyncio.create_task(self._supervise(claim, work, on_cancel, after))
         self._supervisor = supervisor
         supervisor.add_done_callback(self._released)
@@ -210,7 +210,7 @@ class TurnRunner:
         if self._cancel_requested:
             if after is not None:
                 await after()
-            await self._end(Status.IDLE)
+            await self._end(Status.IDLE, cancelled=True)
             self._runtime.events.publish(TurnEnded(StopReason.CANCELLED))
             return on_cancel
         inner = asyncio.create_task(work())
@@ -223,7 +223,7 @@ class TurnRunner:
         except asyncio.CancelledError:
             if not inner.cancelled():
                 raise  # the supervisor itself was cancelled: not ours to hide
-            await self._end(Status.IDLE)
+            await self._end(Status.IDLE, cancelled=True)
             self._runtime.events.publish(TurnEnded(StopReason.CANCELLED))
             return on_cancel
         except ProviderError as exc:
@@ -258,11 +258,14 @@ class TurnRunner:
         turn = self._turn
         if turn is None:
             return
-        changes = await self._runtime.checkpoints.end(turn, self._acted)
+        changes = await self._runtime.checkpoints.end(turn)
         if changes is not None:
             self._runtime.events.publish(changes)
 
-    async def _end(self, new: Status, last_error: str | None = None) -> None:
+    async def _end(
+        self, new: Status, last_error: str | None = None, *, cancelled: bool = False
+    ) -> None:
+        """Write the end of the turn (and, for a cancelled prompt, its marker) in one write."""
         runtime = self._runtime
         # While closing, close owns the state; a superseded runtime writes nothing.
         if runtime.status is not Status.RUNNING or runtime.closed or runtime.superseded:
@@ -275,15 +278,21 @@ class TurnRunner:
         }
         if last_error is not None:
             totals["last_error"] = last_error
+        marker = cancelled_marker() if cancelled and self._turn is not None else None
         try:
-            await runtime.transition(new, **totals)
+            await runtime.transition(new, append=marker, **totals)
         except StaleGeneration:
             pass
-        except StoreError:
+        except StoreError as exc:
             # The record cannot follow; the runtime still must not take turns it cannot
-            # record. Close releases it (and reports the store error).
+            # record. Clients are told (the state as it is here; close releases the runtime
+            # and reports the store error).
             log.exception("session %s: cannot record the end of a turn", runtime.session_id)
             runtime.status = Status.ERROR
+            runtime.record = runtime.record.replace(
+                status=Status.ERROR, last_error=f"cannot record the end of the turn: {exc}"
+            )
+            runtime.events.publish(StateChanged(runtime.record))
 
     # ---- TurnHost --------------------------------------------------------------------------
 
@@ -370,11 +379,13 @@ class TurnRunner:
     def sandbox(self) -> Sandbox:
         return self._runtime.sandbox_mode
 
-    async def execute(self, command: str, on_output: Callable[[str], None]) -> CommandResult:
-        return await self._runtime.execute(command, on_output)
+    def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput:
+        return self._runtime.command_output(call_id, on_output)
+
+    async def execute(self, command: str, output: CommandOutput) -> CommandResult:
+        return await self._runtime.execute(command, output)
 
     async def before_tool_call(self) -> None:
-        self._acted = True
         await self._runtime.checkpoints.ready()
 
     # ---- for compaction ----------------------------------------------------------------------

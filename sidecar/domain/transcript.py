@@ -93,6 +93,13 @@ Entry = UserEntry | AssistantEntry | ToolResultEntry | MarkerEntry
 INTERRUPTED_TEXT: Final = "[turn interrupted: the sidecar stopped before this turn finished]"
 
 
+CANCELLED_TEXT: Final = "[turn cancelled by the user]"
+
+
+def cancelled_marker() -> MarkerEntry:
+    return MarkerEntry(MarkerKind.CANCELLED, CANCELLED_TEXT)
+
+
 def interrupted_marker() -> MarkerEntry:
     # No time: whoever reconciles does not know when the turn was cut off.
     return MarkerEntry(MarkerKind.INTERRUPTED, INTERRUPTED_TEXT, created_at="")

@@ -11,14 +11,18 @@ Rules every implementation keeps (the contract suite in tests/ checks them):
 - The store only persists: every record change it makes comes from `domain.changes`.
 - The methods are coroutines so that a store on the network (PostgreSQL) never blocks
   the event loop; the local stores do their short work inline (no thread hop).
+- `clock()` is the clock leases are judged by: shared by every sidecar on the store, so
+  hosts whose own clocks disagree still agree on when a lease ends.
+- A store shared across hosts may also be a `ChangeFeed`: it tells a sidecar which
+  sessions other sidecars changed (memory and SQLite do not: no cross-process news).
 Transcript rows are JSON objects (`domain.transcript.to_row` makes them); the store
 keeps them as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol, TypedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Protocol, TypedDict, runtime_checkable
 
 from typing_extensions import Unpack
 
@@ -55,6 +59,8 @@ class RecordChanges(TypedDict, total=False):
 
 
 OrphanTest = Callable[[SessionRecord], bool]
+# Told the id of a session another sidecar changed (or deleted).
+ChangeCallback = Callable[[str], Awaitable[None]]
 
 
 class SessionStore(Protocol):
@@ -127,5 +133,16 @@ class SessionStore(Protocol):
         """The same for one session (read by its key, nothing else scanned); returns the
         record, changed or not. Raises SessionNotFound."""
 
+    async def clock(self) -> float:
+        """Seconds since the epoch on the store's clock (a local store: this host's)."""
+
     async def close(self) -> None:
         """Release the store. Idempotent."""
+
+
+@runtime_checkable
+class ChangeFeed(Protocol):
+    async def watch_changes(self, on_change: ChangeCallback) -> None:
+        """Until cancelled: call `on_change` (one call at a time) with the id of each
+        session another sidecar changed, surviving lost connections. Changes made through
+        this store object are not reported."""

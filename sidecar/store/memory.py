@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from typing import Any
 
 from typing_extensions import Unpack
@@ -170,6 +171,9 @@ class MemorySessionStore:
         if record.status in LIVE_STATES and is_orphan(record):
             return self._reconcile(record)
         return record
+
+    async def clock(self) -> float:
+        return time.time()
 
     async def close(self) -> None:
         return None

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -367,6 +368,9 @@ class SqliteSessionStore:
             if record.status in LIVE_STATES and is_orphan(record):
                 return self._reconcile(seq, record)
             return record
+
+    async def clock(self) -> float:
+        return time.time()  # one file, one host: this host's clock is the shared one
 
     async def close(self) -> None:
         self.close_now()

@@ -8,6 +8,7 @@ client as a store error, and nothing is written anywhere.
 
 from __future__ import annotations
 
+import time
 from typing import Any, NoReturn
 
 from typing_extensions import Unpack
@@ -82,6 +83,9 @@ class UnavailableStore:
 
     async def reconcile_one(self, session_id: str, is_orphan: OrphanTest) -> SessionRecord:
         self._fail()
+
+    async def clock(self) -> float:
+        return time.time()  # leases need a clock even when nothing can be held
 
     async def close(self) -> None:
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sidecar.agent.backends.groups import (
     CommandLimits,
@@ -19,7 +19,7 @@ from sidecar.agent.backends.groups import (
     process_exited,
     stop_group,
 )
-from sidecar.agent.backends.output import CappedOutput
+from sidecar.agent.backends.output import CommandOutput
 
 READ_CHUNK = 65536
 REAP_POLL = 0.005
@@ -41,8 +41,10 @@ async def run_command(
     argv: Sequence[str],
     cwd: str,
     limits: CommandLimits,
-    on_output: Callable[[str], None] | None = None,
+    output: CommandOutput,
 ) -> CommandResult:
+    """Run to the end (or the timeout). `output` is the caller's: cancelled, the output so
+    far is still in it."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
@@ -53,7 +55,6 @@ async def run_command(
     )
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
     watchdog = await Watchdog.watch(pgid)
-    output = CappedOutput(limits, on_output)
 
     async def pump() -> None:
         assert proc.stdout is not None

@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ptyprocess import PtyProcess
@@ -30,18 +29,10 @@ from sidecar.agent.backends.groups import (
     process_exited,
     stop_group,
 )
-from sidecar.agent.backends.output import CappedOutput
+from sidecar.agent.backends.output import CommandOutput
 
 READ_CHUNK = 65536
 TERM = "xterm-256color"
-# CSI (incl. private modes), OSC (terminated by BEL or ST), and 2-byte escapes.
-ANSI_PATTERN = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
-)
-
-
-def strip_ansi(text: str) -> str:
-    return ANSI_PATTERN.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
 
 
 @dataclass
@@ -72,7 +63,7 @@ async def run_command_pty(
     cwd: str,
     limits: CommandLimits,
     terminal: Terminal,
-    on_output: Callable[[str], None] | None = None,
+    output: CommandOutput,
 ) -> CommandResult:
     env = {**os.environ, "TERM": TERM, "COLUMNS": str(terminal.cols), "LINES": str(terminal.rows)}
     process = PtyProcess.spawn(
@@ -82,7 +73,6 @@ async def run_command_pty(
     pgid = process.pid  # the child called setsid(): it leads its own group
     watchdog = await Watchdog.watch(pgid)
     loop = asyncio.get_running_loop()
-    output = CappedOutput(limits, on_output)
     eof = loop.create_future()
     os.set_blocking(process.fd, False)
 
@@ -127,5 +117,6 @@ async def run_command_pty(
         process.closed = True  # ptyprocess must not close or signal it again
     if leader.done() and not leader.cancelled() and exit_code is None and not timed_out:
         exit_code = leader.result()
-    text = strip_ansi(output.text())
-    return CommandResult(None if timed_out else exit_code, text, output.truncated, timed_out)
+    return CommandResult(
+        None if timed_out else exit_code, output.text(), output.truncated, timed_out
+    )

@@ -43,10 +43,17 @@ from sidecar.agent.providers.base import (
     Usage,
     cause_chain,
 )
+from sidecar.agent.providers.keys import (
+    PLACEHOLDER_API_KEY,
+    connection_hint,
+    missing_key,
+    resolve_key,
+    status_hint,
+)
 from sidecar.domain.errors import ProviderError
 
 # Local servers ignore the key, but the SDK refuses to send a request without one.
-PLACEHOLDER_API_KEY = "not-needed"
+KEY_VARIABLE = "ANTHROPIC_API_KEY"
 # The SDK's own default. Resolved here because the SDK takes an empty ANTHROPIC_BASE_URL
 # literally (as the base URL "").
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -95,9 +102,9 @@ class _Event:
 class AnthropicProvider:
     """Messages API over the official SDK.
 
-    `api_key` falls back to ANTHROPIC_API_KEY, then to PLACEHOLDER_API_KEY so that keyless
-    local/compatible servers work (a real Anthropic endpoint then answers 401, which
-    surfaces as ProviderError). `base_url` falls back to ANTHROPIC_BASE_URL, then to the
+    `api_key` falls back to ANTHROPIC_API_KEY; without one, a keyless local/compatible
+    server gets a placeholder, and a hosted API nothing: every call fails first with what
+    to set (`keys.missing_key`). `base_url` falls back to ANTHROPIC_BASE_URL, then to the
     SDK's default; it is the server root: the SDK appends `/v1/messages` itself.
     """
 
@@ -119,13 +126,15 @@ class AnthropicProvider:
         self.context_window: int | None = CONTEXT_WINDOW
         self.commands: tuple[ProviderCommand, ...] = ()
         # An explicit key also stops the SDK from looking for credential profiles on disk.
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY") or PLACEHOLDER_API_KEY
+        key = resolve_key(api_key, KEY_VARIABLE)
+        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        self.key_problem = missing_key(key, base_url, DEFAULT_BASE_URL, KEY_VARIABLE)
         # `timeout` bounds each read (so a stalled stream fails); connecting gets less, so
         # an unreachable host fails fast. The SDK retries connection errors, 408/409/429
         # and 5xx (529 "overloaded" included) with backoff, up to max_retries.
         self._client = AsyncAnthropic(
-            api_key=key,
-            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+            api_key=key or PLACEHOLDER_API_KEY,
+            base_url=base_url or DEFAULT_BASE_URL,
             timeout=Timeout(timeout, connect=min(timeout, 10.0)),
             max_retries=max_retries,
         )
@@ -140,6 +149,8 @@ class AnthropicProvider:
         on_thought: TextCallback | None = None,
     ) -> ProviderReply:
         """One streamed model call; cancellation propagates and abandons the HTTP request."""
+        if self.key_problem is not None:
+            raise ProviderError(f"{self._where()}: {self.key_problem}")
         system, converted = to_anthropic_messages(messages)
         text: list[str] = []
         thought: list[str] = []
@@ -256,14 +267,16 @@ class AnthropicProvider:
                 return ProviderError(f"{where}: server reported an error mid-stream: {detail}")
             if e.status_code == 404 and "/v1/v1/" in str(e.request.url):
                 detail += " (the base URL should be the server root, without /v1)"
-            return ProviderError(f"{where}: HTTP {e.status_code}: {detail}")
+            hint = status_hint(e.status_code, KEY_VARIABLE)
+            return ProviderError(f"{where}: HTTP {e.status_code}: {detail}{hint}")
         if isinstance(e, APITimeoutError):
             return ProviderError(f"{where}: request timed out after {self.timeout:g}s")
         if isinstance(e, httpx2.TimeoutException):  # the SDK leaves these unwrapped mid-stream
             return ProviderError(f"{where}: stream timed out: no data for {self.timeout:g}s")
         if isinstance(e, APIConnectionError | httpx2.HTTPError):
             what = "connection lost mid-stream" if phase == "stream" else "connection failed"
-            return ProviderError(f"{where}: {what}: {_causes(e)}")
+            hint = "" if phase == "stream" else connection_hint(self.base_url)
+            return ProviderError(f"{where}: {what}: {_causes(e)}{hint}")
         if isinstance(e, APIError):
             return ProviderError(f"{where}: server reported an error: {e.message}")
         if isinstance(e, ValueError):
@@ -442,10 +455,14 @@ def _server_message(e: APIStatusError) -> str:
 
 async def list_models(base_url: str | None, timeout: float = 5.0) -> list[str]:
     """The models the API offers (`GET /v1/models`); ProviderError if it cannot say."""
-    key = os.environ.get("ANTHROPIC_API_KEY") or PLACEHOLDER_API_KEY
+    key = resolve_key(None, KEY_VARIABLE)
+    base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+    problem = missing_key(key, base_url, DEFAULT_BASE_URL, KEY_VARIABLE)
+    if problem is not None:
+        raise ProviderError(f"anthropic provider: cannot list models: {problem}")
     client = AsyncAnthropic(
-        api_key=key,
-        base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+        api_key=key or PLACEHOLDER_API_KEY,
+        base_url=base_url or DEFAULT_BASE_URL,
         timeout=timeout,
         max_retries=0,
     )

@@ -36,10 +36,18 @@ from sidecar.agent.providers.base import (
     Usage,
     cause_chain,
 )
+from sidecar.agent.providers.keys import (
+    PLACEHOLDER_API_KEY,
+    connection_hint,
+    missing_key,
+    resolve_key,
+    status_hint,
+)
 from sidecar.domain.errors import ProviderError
 
 # Local servers ignore the key, but the SDK refuses to start without one.
-PLACEHOLDER_API_KEY = "not-needed"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+KEY_VARIABLE = "OPENAI_API_KEY"
 
 
 @dataclass(slots=True)
@@ -74,8 +82,8 @@ class OpenAIProvider:
     """Chat Completions over the official SDK.
 
     `api_key` and `base_url` fall back to OPENAI_API_KEY / OPENAI_BASE_URL (the SDK's own
-    behaviour). With no key anywhere, PLACEHOLDER_API_KEY is sent so that keyless local
-    servers work; a real OpenAI endpoint then answers 401, which surfaces as ProviderError.
+    behaviour). With no key, a keyless local server gets a placeholder; a hosted API gets
+    nothing: every call fails first with what to set (`keys.missing_key`).
     """
 
     def __init__(
@@ -93,12 +101,14 @@ class OpenAIProvider:
         self.max_tokens = max_tokens
         self.context_window = context_window
         self.commands: tuple[ProviderCommand, ...] = ()
-        key = api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
+        key = resolve_key(api_key, KEY_VARIABLE)
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        self.key_problem = missing_key(key, base_url, DEFAULT_BASE_URL, KEY_VARIABLE)
         # `timeout` bounds each read (so a stalled stream fails); connecting gets less, so
         # an unreachable host fails fast. The SDK retries connection errors, 408/409/429
         # and 5xx with backoff, up to max_retries.
         self._client = AsyncOpenAI(
-            api_key=key,
+            api_key=key or PLACEHOLDER_API_KEY,
             base_url=base_url,
             timeout=Timeout(timeout, connect=min(timeout, 10.0)),
             max_retries=max_retries,
@@ -113,6 +123,8 @@ class OpenAIProvider:
         on_thought: TextCallback | None = None,
     ) -> ProviderReply:
         """One streamed model call; cancellation propagates and abandons the HTTP request."""
+        if self.key_problem is not None:
+            raise ProviderError(f"{self._where()}: {self.key_problem}")
         text: list[str] = []
         thought: list[str] = []
         calls: dict[int, _PartialCall] = {}
@@ -215,12 +227,14 @@ class OpenAIProvider:
         """Say what failed: status and server message, or the transport-level cause."""
         where = self._where()
         if isinstance(e, APIStatusError):
-            return ProviderError(f"{where}: HTTP {e.status_code}: {_server_message(e)}")
+            hint = status_hint(e.status_code, KEY_VARIABLE)
+            return ProviderError(f"{where}: HTTP {e.status_code}: {_server_message(e)}{hint}")
         if isinstance(e, APITimeoutError):
             return ProviderError(f"{where}: request timed out after {self.timeout:g}s")
         if isinstance(e, APIConnectionError):
             what = "connection lost mid-stream" if phase == "stream" else "connection failed"
-            return ProviderError(f"{where}: {what}: {_causes(e)}")
+            hint = "" if phase == "stream" else connection_hint(self.base_url)
+            return ProviderError(f"{where}: {what}: {_causes(e)}{hint}")
         if isinstance(e, APIError):  # an error event inside the stream
             return ProviderError(f"{where}: server reported an error: {e.message}")
         if isinstance(e, ValueError):
@@ -254,8 +268,14 @@ def _server_message(e: APIStatusError) -> str:
 
 async def list_models(base_url: str | None, timeout: float = 5.0) -> list[str]:
     """The models the server offers (`GET /models`); ProviderError if it cannot say."""
-    key = os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
-    client = AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+    key = resolve_key(None, KEY_VARIABLE)
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    problem = missing_key(key, base_url, DEFAULT_BASE_URL, KEY_VARIABLE)
+    if problem is not None:
+        raise ProviderError(f"openai provider: cannot list models: {problem}")
+    client = AsyncOpenAI(
+        api_key=key or PLACEHOLDER_API_KEY, base_url=base_url, timeout=timeout, max_retries=0
+    )
     try:
         page = await client.models.list()
         return sorted(model.id for model in page.data)

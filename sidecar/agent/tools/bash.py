@@ -6,6 +6,7 @@ import json
 from typing import Any, Final
 
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
+from sidecar.agent.backends.output import CommandOutput
 
 NAME: Final = "bash"
 
@@ -40,13 +41,29 @@ def parse_arguments(arguments: str) -> str:
     return command
 
 
-def format_result(result: CommandResult, limits: CommandLimits) -> str:
+def _cut_note(output: CommandOutput, limits: CommandLimits) -> str:
+    kept = "kept whole for the user" if output.spool_complete else "not all kept"
+    where = " (cut at a line end)" if output.cut_at_line else ""
+    return f"[output truncated at {limits.output_cap} bytes{where}; {output.total} bytes in all, {kept}]"
+
+
+def _with_body(head: str, body: str, output: CommandOutput, limits: CommandLimits) -> str:
+    if output.truncated:
+        body = (body if body.endswith("\n") or not body else body + "\n") + _cut_note(
+            output, limits
+        )
+    return f"{head}\n{body}" if body else head
+
+
+def format_result(result: CommandResult, output: CommandOutput, limits: CommandLimits) -> str:
     """What the model is told about a finished command."""
     if result.timed_out:
         head = f"Killed after the {limits.timeout:g} s timeout."
     else:
         head = f"Exited with status {result.exit_code}."
-    body = result.output
-    if result.truncated:
-        body += f"\n[output truncated at {limits.output_cap} bytes]"
-    return f"{head}\n{body}" if body else head
+    return _with_body(head, result.output, output, limits)
+
+
+def format_stopped(output: CommandOutput, limits: CommandLimits) -> str:
+    """A command the user stopped: said so, with what it printed until then."""
+    return _with_body("Cancelled: the command was stopped.", output.text(), output, limits)

@@ -1,0 +1,477 @@
+"""The shared `SessionStore`: PostgreSQL through psycopg 3's async connection pool.
+
+Why these choices:
+- Async all the way (psycopg's asyncio connections, `psycopg_pool.AsyncConnectionPool`):
+  a query waiting on the network or on a row lock suspends only the request that made
+  it; every other request, the listeners and the lease renewal go on.
+- The pool reconnects: a connection is checked when it is taken (`check_connection`),
+  so after the server restarted or killed our backends the next request gets a fresh
+  one; while the server is gone requests fail with a StoreError after `--db-timeout`.
+- Read-modify-write under a row lock (`SELECT ... FOR NO KEY UPDATE`), the new record
+  from `domain.changes`, and the UPDATE itself fenced again by generation (`WHERE seq
+  = ... AND generation = ...`): a superseded runtime's write cannot land, whichever
+  host it comes from. Every multi-row change is one transaction; single statements
+  run in autocommit.
+- Lease renewal is one statement that skips rows another transaction has locked, so a
+  held lock delays no renewal (the skipped lease is renewed next round).
+- Every psycopg error becomes StoreError once, in `_connection`, naming the server as
+  host:port/dbname and never the password; SessionNotFound and StaleGeneration pass
+  through untouched because they are answers, not failures.
+Transcript bodies are stored as JSON text, exactly as the SQLite store keeps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Final
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from typing_extensions import Unpack
+
+from protocol.values import Approval, Backend, Mode, Sandbox, Status
+from sidecar.domain import changes as change
+from sidecar.domain.errors import SessionNotFound, StaleGeneration, StoreError
+from sidecar.domain.records import LIVE_STATES, SessionRecord, now
+from sidecar.store import postgres_schema as schema
+from sidecar.store.base import INTERRUPTED_MARKER, ChangeCallback, OrphanTest, RecordChanges, Row
+from sidecar.store.postgres_conn import Database
+from sidecar.store.postgres_feed import ChangeFeed
+
+log = logging.getLogger(__name__)
+
+Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+_FIELDS: Final = tuple(f.name for f in dataclasses.fields(SessionRecord))
+_COLUMN: Final = {name: "id" if name == "session_id" else name for name in _FIELDS}
+_INSERT_COLUMNS: Final = ", ".join(_COLUMN[name] for name in _FIELDS)
+_SELECT: Final = "seq, " + _INSERT_COLUMNS
+_SESSIONS: Final = f"{schema.SCHEMA}.sessions"
+_MESSAGES: Final = f"{schema.SCHEMA}.messages"
+# The live states as SQL literals: the same predicate as the partial index sessions_live.
+_LIVE: Final = ", ".join(f"'{state.value}'" for state in sorted(LIVE_STATES))
+_MAX_INDEX: Final = 2**62
+DEFAULT_POOL_SIZE: Final = 10
+
+
+def _record(row: Sequence[Any]) -> tuple[int, SessionRecord]:
+    """A `sessions` row (selected as _SELECT) as (seq, record)."""
+    fields = dict(zip(_FIELDS, row[1:], strict=True))
+    fields["status"] = Status(fields["status"])
+    fields["mode"] = Mode(fields["mode"])
+    fields["backend"] = Backend(fields["backend"])
+    fields["approval"] = Approval(fields["approval"])
+    fields["sandbox"] = None if fields["sandbox"] is None else Sandbox(fields["sandbox"])
+    return int(row[0]), SessionRecord(**fields)
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, Status | Mode | Backend | Approval | Sandbox):
+        return value.value
+    return value
+
+
+def _body(session_id: str, row: Row) -> str:
+    try:
+        return json.dumps(dict(row))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store a row for session {session_id}: {exc}") from exc
+
+
+class PostgresSessionStore:
+    """`SessionStore` (and `ChangeFeed`) over one PostgreSQL database. Make one with
+    `await PostgresSessionStore.open(url)`."""
+
+    def __init__(
+        self, db: Database, pool: AsyncConnectionPool[Conn], origin: str, opened_at: float
+    ) -> None:
+        self._db = db
+        self._pool = pool
+        self._origin = origin
+        self._opened_at = opened_at  # the server's clock: where the change feed starts
+        self._pool_size = pool.max_size
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        timeout: float = 10.0,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        role: str = "sidecar",
+    ) -> PostgresSessionStore:
+        """Connect, migrate the schema (one transaction, under an advisory lock), and open
+        the pool. Raises StoreError naming the server and the cause."""
+        db = Database.parse(url, timeout)
+        origin = f"acp-{role} {uuid.uuid4().hex[:16]}"
+        kwargs = db.connect_kwargs(origin)
+        try:
+            async with asyncio.timeout(3 * timeout):
+                conn = await psycopg.AsyncConnection.connect(db.url, **kwargs)
+                try:
+                    applied = await schema.migrate(conn, db.server)
+                    cur = await conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
+                    opened_at = float((await cur.fetchone() or (0.0,))[0])
+                finally:
+                    await conn.close()
+        except (psycopg.Error, TimeoutError) as exc:
+            raise db.error("open", exc) from None
+        if applied:
+            log.info("session store %s: schema migrated to version %s", db.server, applied[-1])
+        pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+            db.url,
+            kwargs=kwargs,
+            min_size=1,
+            max_size=max(pool_size, 1),
+            open=False,
+            timeout=timeout,
+            # Give up a backoff chain after `timeout`: the next request starts a fresh
+            # attempt at once, so a server back after a long absence is used at once.
+            reconnect_timeout=timeout,
+            check=AsyncConnectionPool.check_connection,
+            name="sidecar-store",
+        )
+        try:
+            await pool.open(wait=True, timeout=timeout)
+        except PoolTimeout as exc:
+            await pool.close()
+            raise db.error("open", exc) from None
+        log.info("session store: PostgreSQL at %s (pool of %d)", db.server, pool.max_size)
+        return cls(db, pool, origin, opened_at)
+
+    @property
+    def server(self) -> str:
+        """host:port/dbname (never the password)."""
+        return self._db.server
+
+    # ---- connections and the error boundary ------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _connection(self, action: str) -> AsyncIterator[Conn]:
+        """A pooled connection for one operation: the one place psycopg errors become
+        StoreError, and the client-side bound on a server that stopped answering."""
+        if self._closed:
+            raise StoreError(f"cannot {action} session store {self.server}: it is closed")
+        try:
+            async with asyncio.timeout(3 * self._db.timeout):
+                async with self._pool.connection() as conn:
+                    yield conn
+        except PoolTimeout as exc:
+            raise await self._unreachable(action) from exc
+        except (psycopg.Error, TimeoutError) as exc:
+            raise self._db.error(action, exc) from exc
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[Conn]:
+        async with self._connection("write") as conn, conn.transaction():
+            yield conn
+
+    async def _unreachable(self, action: str) -> StoreError:
+        """No pooled connection in time: one direct attempt says why (server down, wrong
+        password now, ...) or that every connection is busy."""
+        try:
+            async with asyncio.timeout(self._db.timeout):
+                probe = await psycopg.AsyncConnection.connect(
+                    self._db.url, **{**self._db.connect_kwargs(self._origin), "connect_timeout": 2}
+                )
+        except (psycopg.Error, TimeoutError) as exc:
+            return self._db.error(action, exc)
+        await probe.close()
+        return StoreError(
+            f"cannot {action} session store {self.server}: no free connection within "
+            f"{self._db.timeout:g} s (all {self._pool_size} busy)"
+        )
+
+    # ---- rows ---------------------------------------------------------------------------
+
+    async def _row(self, conn: Conn, session_id: str, lock: str = "") -> tuple[int, SessionRecord]:
+        cur = await conn.execute(
+            f"SELECT {_SELECT} FROM {_SESSIONS} WHERE id = %s {lock}", (session_id,)
+        )
+        row = await cur.fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return _record(row)
+
+    async def _locked(self, conn: Conn, session_id: str) -> tuple[int, SessionRecord]:
+        return await self._row(conn, session_id, "FOR NO KEY UPDATE")
+
+    async def _save(
+        self, conn: Conn, seq: int, record: SessionRecord, names: Sequence[str], fence: int | None
+    ) -> SessionRecord:
+        """Write the named fields of `record` and updated_at; with `fence`, only if the
+        stored generation is still that one (in this very statement)."""
+        columns = sorted({*names, "updated_at"})  # sorted: one SQL text per set of fields
+        sets = ", ".join(f"{_COLUMN[c]} = %s" for c in columns)
+        args = [*(_value(getattr(record, c)) for c in columns), seq]
+        where = "seq = %s"
+        if fence is not None:
+            where += " AND generation = %s"
+            args.append(fence)
+        cur = await conn.execute(f"UPDATE {_SESSIONS} SET {sets} WHERE {where}", args)
+        if cur.rowcount != 1:
+            raise StaleGeneration(record.session_id, fence or 0, record.generation)
+        return record
+
+    async def _append(
+        self, conn: Conn, seq: int, record: SessionRecord, body: str
+    ) -> SessionRecord:
+        """O(1) in transcript length: the next index is the record's message_count (the
+        caller saves message_count with its other fields)."""
+        await conn.execute(
+            f"INSERT INTO {_MESSAGES} (session_seq, idx, body) VALUES (%s, %s, %s)",
+            (seq, record.message_count, body),
+        )
+        return change.appended(record, now())
+
+    async def _insert_row(self, conn: Conn, record: SessionRecord) -> int:
+        cur = await conn.execute(
+            f"INSERT INTO {_SESSIONS} ({_INSERT_COLUMNS})"
+            f" VALUES ({', '.join(['%s'] * len(_FIELDS))})"
+            " ON CONFLICT (id) DO NOTHING RETURNING seq",
+            [_value(getattr(record, name)) for name in _FIELDS],
+        )
+        row = await cur.fetchone()
+        if row is None:
+            raise StoreError(f"session {record.session_id} already exists")
+        return int(row[0])
+
+    # ---- SessionStore -------------------------------------------------------------------
+
+    async def insert(self, record: SessionRecord) -> None:
+        stored = change.forked(record, 0)
+        async with self._connection("write") as conn:
+            await self._insert_row(conn, stored)
+
+    async def get(self, session_id: str) -> SessionRecord:
+        async with self._connection("read") as conn:
+            return (await self._row(conn, session_id))[1]
+
+    async def list_page(
+        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
+    ) -> tuple[list[SessionRecord], int | None]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        filters = {"cwd = %s": cwd, "seq < %s": cursor}
+        where = " AND ".join(f for f, v in filters.items() if v is not None) or "true"
+        args: list[Any] = [v for v in filters.values() if v is not None]
+        args.append(min(limit, _MAX_INDEX) + 1)  # one row beyond says whether more remain
+        async with self._connection("read") as conn:
+            cur = await conn.execute(
+                f"SELECT {_SELECT} FROM {_SESSIONS} WHERE {where} ORDER BY seq DESC LIMIT %s",
+                args,
+            )
+            rows = [_record(row) for row in await cur.fetchall()]
+        page = rows[:limit]
+        next_cursor = page[-1][0] if len(rows) > limit else None
+        return [record for _, record in page], next_cursor
+
+    async def update(
+        self,
+        session_id: str,
+        generation: int,
+        *,
+        append: Row | None = None,
+        **changes: Unpack[RecordChanges],
+    ) -> SessionRecord:
+        checked = change.validated_changes(changes)
+        body = None if append is None else _body(session_id, append)
+        names = list(checked)  # UPDATABLE_FIELDS are column names
+        async with self._write() as conn:
+            seq, record = await self._locked(conn, session_id)
+            change.check_fence(record, generation)
+            if body is not None:
+                record = await self._append(conn, seq, record, body)
+                names.append("message_count")
+            updated = change.updated(record, checked, now())
+            return await self._save(conn, seq, updated, names, generation)
+
+    async def update_metadata(
+        self, session_id: str, *, title: str | None = None, rules: str | None = None
+    ) -> SessionRecord:
+        checked = change.validated_metadata(
+            {k: v for k, v in (("title", title), ("rules", rules)) if v is not None}
+        )
+        async with self._write() as conn:
+            seq, record = await self._locked(conn, session_id)
+            return await self._save(
+                conn, seq, change.updated(record, checked, now()), list(checked), None
+            )
+
+    async def begin_generation(
+        self,
+        session_id: str,
+        expected_generation: int,
+        *,
+        lease_owner: str | None = None,
+        lease_expires: float | None = None,
+    ) -> SessionRecord:
+        async with self._write() as conn:
+            seq, record = await self._locked(conn, session_id)
+            updated = change.new_generation(
+                record,
+                expected_generation,
+                lease_owner=lease_owner,
+                lease_expires=lease_expires,
+                at=now(),
+            )
+            names = ("generation", "status", "last_error", "lease_owner", "lease_expires")
+            return await self._save(conn, seq, updated, names, expected_generation)
+
+    async def renew_leases(self, owner: str, expires: float) -> set[str]:
+        # The outer SELECT reads the statement's snapshot: every lease `owner` holds,
+        # including rows locked elsewhere that this round skips.
+        sql = (
+            f"WITH owned AS (SELECT seq FROM {_SESSIONS} WHERE lease_owner = %(owner)s"
+            "   FOR NO KEY UPDATE SKIP LOCKED),"
+            f" renewed AS (UPDATE {_SESSIONS} AS s SET lease_expires = %(expires)s"
+            "   FROM owned WHERE s.seq = owned.seq RETURNING s.seq)"
+            f" SELECT id FROM {_SESSIONS} WHERE lease_owner = %(owner)s"
+        )
+        async with self._connection("write") as conn:
+            cur = await conn.execute(sql, {"owner": owner, "expires": expires})
+            return {str(session_id) for (session_id,) in await cur.fetchall()}
+
+    async def append_message(self, session_id: str, generation: int, row: Row) -> int:
+        body = _body(session_id, row)
+        async with self._write() as conn:
+            seq, record = await self._locked(conn, session_id)
+            change.check_fence(record, generation)
+            appended = await self._append(conn, seq, record, body)
+            await self._save(conn, seq, appended, ("message_count",), generation)
+            return appended.message_count - 1
+
+    async def messages(
+        self, session_id: str, offset: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        if offset < 0 or limit < 0:
+            raise ValueError(f"offset and limit must be >= 0, got {offset}, {limit}")
+        start = min(offset, _MAX_INDEX)
+        stop = min(offset + limit, _MAX_INDEX)
+        # One statement, so the existence check and the page come from one snapshot.
+        async with self._connection("read") as conn:
+            cur = await conn.execute(
+                f"SELECT m.body FROM {_SESSIONS} AS s LEFT JOIN {_MESSAGES} AS m"
+                " ON m.session_seq = s.seq AND m.idx >= %s AND m.idx < %s"
+                " WHERE s.id = %s ORDER BY m.idx",
+                (start, stop, session_id),
+            )
+            rows = await cur.fetchall()
+        if not rows:
+            raise SessionNotFound(session_id)
+        return [json.loads(body) for (body,) in rows if body is not None]
+
+    async def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+        change.forked(record, 0)  # refuses a record that claims rows already
+        async with self._write() as conn:
+            # FOR SHARE: the source cannot be deleted under the copy.
+            source_seq, source = await self._row(conn, source_id, "FOR SHARE")
+            stored = change.forked(record, max(0, min(upto, source.message_count)))
+            seq = await self._insert_row(conn, stored)
+            await conn.execute(
+                f"INSERT INTO {_MESSAGES} (session_seq, idx, body)"
+                f" SELECT %s, idx, body FROM {_MESSAGES} WHERE session_seq = %s AND idx < %s",
+                (seq, source_seq, stored.message_count),
+            )
+            return stored
+
+    async def delete(self, session_id: str) -> None:
+        # One statement: the transcript goes with the row (ON DELETE CASCADE).
+        async with self._connection("write") as conn:
+            cur = await conn.execute(
+                f"DELETE FROM {_SESSIONS} WHERE id = %s RETURNING seq", (session_id,)
+            )
+            if await cur.fetchone() is None:
+                raise SessionNotFound(session_id)
+
+    async def _reconcile(self, conn: Conn, seq: int, record: SessionRecord) -> SessionRecord:
+        closed, was_running = change.closed_orphan(record, now())
+        names = ["status", "interrupted", "lease_owner", "lease_expires"]
+        if was_running:
+            closed = await self._append(conn, seq, closed, json.dumps(INTERRUPTED_MARKER))
+            names.append("message_count")
+        return await self._save(conn, seq, closed, names, record.generation)
+
+    async def reconcile_orphans(self, is_orphan: OrphanTest | None = None) -> list[SessionRecord]:
+        changed: list[SessionRecord] = []
+        async with self._write() as conn:
+            # SKIP LOCKED: a row some transaction is writing right now has a live writer.
+            cur = await conn.execute(
+                f"SELECT {_SELECT} FROM {_SESSIONS} WHERE status IN ({_LIVE})"
+                " ORDER BY seq FOR NO KEY UPDATE SKIP LOCKED"
+            )
+            for seq, record in map(_record, await cur.fetchall()):
+                if is_orphan is None or is_orphan(record):
+                    changed.append(await self._reconcile(conn, seq, record))
+        return changed
+
+    async def reconcile_one(self, session_id: str, is_orphan: OrphanTest) -> SessionRecord:
+        async with self._write() as conn:
+            seq, record = await self._locked(conn, session_id)
+            if record.status in LIVE_STATES and is_orphan(record):
+                return await self._reconcile(conn, seq, record)
+            return record
+
+    async def clock(self) -> float:
+        async with self._connection("read") as conn:
+            cur = await conn.execute("SELECT extract(epoch FROM statement_timestamp())::float8")
+            row = await cur.fetchone()
+        assert row is not None
+        return float(row[0])
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
+
+    # ---- ChangeFeed ---------------------------------------------------------------------
+
+    async def watch_changes(self, on_change: ChangeCallback) -> None:
+        await ChangeFeed(self._db, self._origin, self._opened_at).run(on_change)
+
+    # ---- for `python -m sidecar migrate` ------------------------------------------------
+
+    async def import_session(self, record: SessionRecord, bodies: AsyncIterator[str]) -> bool:
+        """Insert `record` exactly as given with its transcript (JSON texts, in order), in
+        one transaction. False (nothing written) if the id exists; StoreError if the rows
+        do not number `record.message_count`."""
+        async with self._write() as conn:
+            try:
+                seq = await self._insert_row(conn, record)
+            except StoreError:
+                return False
+            copied = 0
+            async with (
+                conn.cursor() as cur,
+                cur.copy(f"COPY {_MESSAGES} (session_seq, idx, body) FROM STDIN") as copy,
+            ):
+                async for body in bodies:
+                    await copy.write_row((seq, copied, body))
+                    copied += 1
+            if copied != record.message_count:
+                raise StoreError(
+                    f"session {record.session_id}: {copied} transcript rows for a record "
+                    f"that counts {record.message_count}; nothing was written"
+                )
+        return True
+
+    async def count_messages(self, session_id: str) -> int:
+        """The transcript rows really stored (not the record's counter): for verifying."""
+        async with self._connection("read") as conn:
+            cur = await conn.execute(
+                f"SELECT count(m.idx) FROM {_SESSIONS} AS s LEFT JOIN {_MESSAGES} AS m"
+                " ON m.session_seq = s.seq WHERE s.id = %s GROUP BY s.seq",
+                (session_id,),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return int(row[0])
