@@ -32,6 +32,7 @@ SCENARIOS = {
     "4": "bench.s4_transcript",
     "5": "bench.s5_startup",
     "6": "bench.s6_desktop",
+    "7": "bench.s7_checkpoints",
 }
 TITLES = {
     "1": "Round trip over stdio",
@@ -40,6 +41,7 @@ TITLES = {
     "4": "Transcript growth",
     "5": "Start-up",
     "6": "Desktop: start and Rebuild UI",
+    "7": "Checkpoints: snapshots and rewinds",
 }
 
 

@@ -87,3 +87,29 @@ def grouped_bars(path: Path, title: str, groups: Sequence[str], series: Series, 
     ax.grid(True, axis="y", alpha=0.3)
     ax.legend(fontsize="small")
     return _save(fig, path)
+
+
+BarPanel = tuple[Sequence[str], Series, str]  # groups, {label: one value per group}, y label
+
+
+def bar_panels(path: Path, panels: Mapping[str, BarPanel], *, logy: bool = True) -> str:
+    """Grouped bars, one panel per entry; a NaN value draws no bar."""
+    widths = [0.65 * len(groups) + 2 for groups, _, _ in panels.values()]
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(sum(widths), 4.8), squeeze=False,
+        gridspec_kw={"width_ratios": widths},
+    )  # fmt: skip
+    for ax, (title, (groups, series, ylabel)) in zip(axes[0], panels.items(), strict=True):
+        width = 0.8 / max(1, len(series))
+        for i, (label, values) in enumerate(series.items()):
+            xs = [g + i * width for g, v in enumerate(values) if v == v]
+            ax.bar(xs, [v for v in values if v == v], width=width, label=label)
+        ax.set_xticks([g + width * (len(series) - 1) / 2 for g in range(len(groups))])
+        ax.set_xticklabels(list(groups), rotation=25, ha="right", fontsize="small")
+        if logy:
+            ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend(fontsize="small")
+    return _save(fig, path)

@@ -3,9 +3,11 @@ timing (no number is asserted on: the machine is shared and noisy)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ SCENARIOS = {
     "4": "s4_transcript.png",
     "5": "s5_startup.png",
     "6": "s6_desktop.png",
+    "7": "s7_checkpoints.png",
 }
 
 
@@ -44,3 +47,30 @@ def test_smoke_benchmark_writes_a_report_with_every_scenario(tmp_path: Path) -> 
         assert (out / plot).is_file(), f"{plot} not written"
         assert f"]({plot})" in section, f"{plot} not linked from scenario {key}"
     assert "report:" in done.stdout
+    _assert_checkpoint_fields(json.loads((out / "results.json").read_text())["scenarios"]["7"])
+
+
+def _assert_checkpoint_fields(scenario: dict[str, Any]) -> None:
+    """Scenario 7 reports what issue 13 asks for: snapshots of a small and a large tree
+    (first, one change, no change) beside their floors, rewinds, and turns on and off."""
+    raw = scenario["raw"]
+    assert len(raw["snapshots_ms"]) == 2, raw["snapshots_ms"].keys()
+    for size in raw["snapshots_ms"].values():
+        assert size["first"] > 0 and size["git_first"] > 0
+        for half in ("one_change", "no_change"):
+            sides = size[half]
+            assert any(s.startswith("snapshot") for s in sides), sides.keys()
+            assert any(s.startswith("floor: read") for s in sides), sides.keys()
+            assert any(s.startswith("plain git: add") for s in sides), sides.keys()
+            assert all(stats["n"] > 0 for stats in sides.values())
+        assert size["mismatched"] == 0, "a snapshot was not git's own tree of the same files"
+    for kind in ("rewind", "git_checkout", "turn_end"):
+        assert len(raw["rewind_ms"][kind]) == 2, raw["rewind_ms"][kind]
+    turns = {k: v for k, v in raw["turn_ms"].items() if k not in ("files", "first")}
+    assert len(turns) == 3 and all(
+        set(v) == {"checkpoints on", "--no-checkpoints"} for v in turns.values()
+    )
+    headline = " ".join(t["title"] for t in scenario["tables"])
+    for title in ("Snapshots of a working tree", "Code rewind", "A turn over stdio"):
+        assert title in headline, title
+    assert not any("Problem" in note for note in scenario["notes"]), scenario["notes"]
