@@ -21,7 +21,7 @@ from desktop import mcp_servers, sessions
 from desktop.client import RpcError, SidecarGone
 from protocol.errors import ErrorCode
 from protocol.methods import Method
-from protocol.values import Backend, available_modes
+from protocol.values import Backend, RewindScope, available_modes
 
 if TYPE_CHECKING:
     from desktop.app import DesktopApp
@@ -46,7 +46,9 @@ TITLES: dict[int, str] = {
     ErrorCode.SHUTTING_DOWN: "Shutting down",
     ErrorCode.RUNTIME_FAILED: "Session failed to start",
     ErrorCode.PROVIDER_ERROR: "Model provider error",
+    ErrorCode.CHECKPOINT_ERROR: "No checkpoints",
 }
+REWIND_SCOPES = tuple(scope.value for scope in RewindScope)
 
 
 class BadInput(ValueError):
@@ -59,6 +61,18 @@ def error(code: int | str, message: str, title: str = "Error") -> dict[str, Any]
 
 def rpc_error(exc: RpcError) -> dict[str, Any]:
     return error(exc.code, exc.message, TITLES.get(exc.code, "Sidecar error"))
+
+
+def _turn(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadInput("turn must be a positive integer")
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise BadInput(f"{name} must be true or false")
+    return value
 
 
 def _text(value: Any, name: str) -> str:
@@ -211,6 +225,37 @@ class Bridge:
         """A session setting (approval, sandbox, model, mode) by its ACP config option id."""
         params = {"sessionId": session_id, "configId": config_id, "value": value}
         return self._request(Method.SESSION_SET_CONFIG_OPTION, params)
+
+    # ---- changes and rewind -------------------------------------------------------------
+
+    def changes(self, session_id: str, turn: int | None = None) -> Any:
+        """What a turn changed (default: the last): files, +/- counts, the unified diff."""
+        try:
+            sid = _text(session_id, "sessionId")
+            which = None if turn is None else _turn(turn)
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._run(sessions.changes(self._host, sid, which))
+
+    def rewind(
+        self,
+        session_id: str,
+        turn: int | None,
+        scope: str,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> Any:
+        """Code, conversation or both back to before `turn` (None: undo the last code
+        rewind); `dry_run` answers what would change (the page's confirmation)."""
+        try:
+            sid = _text(session_id, "sessionId")
+            which = None if turn is None else _turn(turn)
+            if scope not in REWIND_SCOPES:
+                raise BadInput(f"scope must be one of {', '.join(REWIND_SCOPES)}")
+            forced, dry = _flag(force, "force"), _flag(dry_run, "dryRun")
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._run(sessions.rewind(self._host, sid, which, scope, force=forced, dry_run=dry))
 
     # ---- MCP servers ---------------------------------------------------------------------
 

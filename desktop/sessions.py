@@ -49,3 +49,33 @@ async def resume(host: Requester, session_id: str, cwd: str | None = None) -> di
     )
     resumed: dict[str, Any] = result["_meta"]
     return resumed
+
+
+async def changes(host: Requester, session_id: str, turn: int | None = None) -> dict[str, Any]:
+    """What a turn changed (default: the last): files with +/- counts and the unified diff."""
+    params: dict[str, Any] = {"sessionId": session_id}
+    if turn is not None:
+        params["turn"] = turn
+    found: dict[str, Any] = await host.request(Method.CHANGES, params)
+    return found
+
+
+async def rewind(
+    host: Requester,
+    session_id: str,
+    turn: int | None,
+    scope: str,
+    *,
+    force: bool = False,
+    dry_run: bool = False,
+) -> dict[str, Any]:
+    """Rewind to before `turn` (None: undo the last code rewind, scope code); `dry_run`
+    only says what would change."""
+    params: dict[str, Any] = {"sessionId": session_id, "scope": scope, "force": force}
+    params["dryRun"] = dry_run
+    if turn is None:
+        params["undo"] = True
+    else:
+        params["turn"] = turn
+    outcome: dict[str, Any] = await host.request(Method.REWIND, params)
+    return outcome

@@ -3,6 +3,7 @@
 stdin is read by a daemon thread with plain `os.read`: the same on a pipe and a pty (tmux),
 the shared terminal is never made non-blocking, no reader lock can stall exit. Turns run as
 tasks, so `/cancel` works mid-turn. Views are asked of the sidecar, never cached here.
+File changes, diffs and rewinding are in `desktop.tui_changes`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from desktop import mcp_servers, sessions
 from desktop.client import RpcError
 from desktop.host import SidecarHost
+from desktop.tui_changes import APPROVAL_DIFF_LINES, ChangesCommands, UsageError
 from protocol.methods import Method
 
 HELP = """/sessions              all sessions; * marks the current one
@@ -30,6 +32,11 @@ HELP = """/sessions              all sessions; * marks the current one
 /mode M  /cancel       set the current session's mode; stop its running turn (Ctrl-C too)
 /rules [rm N]          the current session's permission rules; remove rule N
 /mcp [reconnect NAME]  the current session's MCP servers and their tools; reconnect one
+/changes [TURN]        what a turn (default: the last) changed: files with +/- and the diff
+/rewind TURN [code|conversation|both] [--yes] [--force]   back to before TURN (default
+                       both): shows what would change, then asks y/n (--yes: do not ask);
+                       files changed outside the session since are left alone unless --force
+/rewind undo           take back the last code rewind;  /rewind alone lists the turns
 y a n N                answer a waiting approval: y once, a always, n reject, N always reject
 quit                   close live sessions (records kept) and leave; Ctrl-D too
 anything else (unknown /words included) is a prompt to the current session;
@@ -37,10 +44,6 @@ anything else (unknown /words included) is a prompt to the current session;
 TAIL = 6
 QUIT_WORDS = {"quit", "/quit", "exit"}
 EOF, QUIT_NOW = "\x00eof", "\x00quit"
-
-
-class UsageError(Exception):
-    """A command was typed wrong; printed as `error: ...`, never sent to the sidecar."""
 
 
 def read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str]) -> None:
@@ -65,7 +68,7 @@ def read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str]) -> No
             put(line.decode("utf-8", "replace").rstrip("\r"))
 
 
-class Tui:
+class Tui(ChangesCommands):
     def __init__(self, sidecar_args: list[str]) -> None:
         self.host = SidecarHost(sidecar_args)
         self.current: str | None = None
@@ -79,6 +82,9 @@ class Tui:
         self.handling = False  # a command is printing: no prompt in the middle of its output
         self.waiting: list[dict[str, Any]] = []  # permission requests, oldest first
         self.shown_state: dict[str, tuple[Any, Any, Any]] = {}
+        self.tool_kinds: dict[str, str] = {}  # toolCallId -> ACP kind (execute, edit, read, ...)
+        self.diff_shown: set[str] = set()
+        self.colour = os.isatty(1) and os.environ.get("TERM", "dumb") != "dumb"
 
     # ---- output: async events may arrive at any time, so keep lines from running together ----
 
@@ -135,17 +141,30 @@ class Tui:
             self.say(f"[{params.get('status')}, gen {params.get('generation')}{error}]")
         elif method == Method.SESSION_UPDATE:
             self.show_update(params.get("update") or {})
+        elif method == Method.TURN_CHANGES:
+            self.show_turn_changes(params)
 
     def show_update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
             self.stream(str((update.get("content") or {}).get("text") or ""))
         elif kind == "tool_call":
-            self.say(f"$ {(update.get('rawInput') or {}).get('command') or update.get('title')}")
+            call_kind = str(update.get("kind") or "execute")
+            self.tool_kinds[str(update.get("toolCallId"))] = call_kind
+            if call_kind == "execute":
+                self.say(
+                    f"$ {(update.get('rawInput') or {}).get('command') or update.get('title')}"
+                )
+            else:
+                self.say(f"[{call_kind}] {update.get('title')}")
         elif kind == "tool_call_update":
             output = (update.get("_meta") or {}).get("output")
             raw = update.get("rawOutput")
-            if output:
+            call_kind = self.tool_kinds.get(str(update.get("toolCallId")), "execute")
+            if call_kind != "execute" and update.get("status") in ("completed", "failed"):
+                self.tool_kinds.pop(str(update.get("toolCallId")), None)
+                self.show_file_tool_end(update)
+            elif output:
                 self.stream(str(output))
             elif isinstance(raw, dict):
                 code = raw.get("exitCode")
@@ -189,7 +208,8 @@ class Tui:
             "",
         )
         label = "" if sid == self.current else f" [{sid[:9]}]"
-        self.say(f"approve{label}? {call.get('title')} {where}")
+        self.say(f"approve{label}? {call.get('title')} {where}".rstrip())
+        self.show_call_diffs(call, APPROVAL_DIFF_LINES)  # a write: exactly what it will write
         self.say("  y once · a always · n reject · N always reject")
 
     def answer_waiting(self, word: str) -> bool:
@@ -329,7 +349,10 @@ class Tui:
             if text:
                 self.say(f"agent: {text}")
             for call in entry.get("toolCalls") or []:
-                self.say(f"$ {call.get('title')}")
+                tool = call.get("tool")
+                self.say(
+                    f"$ {call.get('title')}" if tool == "bash" else f"[{tool}] {call.get('title')}"
+                )
         elif kind == "tool_result":
             lines = text.splitlines()
             self.say("tool: " + "\n".join(lines[:8] + (["..."] if len(lines) > 8 else [])))
@@ -402,6 +425,13 @@ class Tui:
             self.stream("\n")
 
     async def handle(self, line: str) -> None:
+        if self.pending_rewind is not None:
+            try:
+                if await self.answer_rewind(line.strip()):
+                    return
+            except (RpcError, ConnectionError, TimeoutError) as exc:
+                self.say(f"error: {describe(exc)}")
+                return
         if self.answer_waiting(line.strip()):
             return
         if line.strip().startswith("//"):  # a literal slash for the model: //mcp ... -> /mcp ...

@@ -185,6 +185,29 @@ class Page:
     def host(self, method: str, params: dict[str, Any]) -> Any:
         return self.app.host_thread.call(self.app.host.request(method, params), WAIT)
 
+    def diff_rows(self, root: str) -> list[str]:
+        """The diff rows under `root` (a JS expression) as "kind|old line|new line|text"."""
+        script = (
+            f"[...({root}).querySelectorAll('[data-testid=diff-row]')].map(r => [r.dataset.kind,"
+            " r.dataset.old || '', r.dataset.new || '', r.querySelector('.diff-code').textContent]"
+            ".join('|'))"
+        )
+        return list(self.js(script) or [])
+
+    def turn_el(self, testid: str, turn: int) -> str:
+        return f'{SEL}(\'.stored [data-testid="{testid}"][data-turn="{turn}"]\')'
+
+    def wait_changes(self, turn: int) -> str:
+        """The changes list of `turn` once shown; its JS expression."""
+        slot = self.turn_el("turn-changes", turn)
+        self.wait(f"{slot} && !{slot}.hidden", f"the changes of turn {turn}")
+        return slot
+
+    def focused(self) -> str:
+        return str(
+            self.js("document.activeElement.dataset.testid || document.activeElement.tagName")
+        )
+
 
 def http_status(access: dict[str, Any]) -> dict[str, Any]:
     """GET /agent/status with `access` = a `_session/http` result ({url, token})."""
@@ -459,6 +482,179 @@ def lifecycle(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     shortcut = "new KeyboardEvent('keydown', {key: 'R', code: 'KeyR', ctrlKey: true, shiftKey: true, bubbles: true})"
     seen["shortcut_rebuild_seconds"] = page.rebuild(f"document.dispatchEvent({shortcut})")
     seen["ids_after_rebuild"] = page.session_ids()
+    return seen
+
+
+@scenario
+def diffs(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """An edit's diff in its approval card and tool card, then the turn's changes list (from
+    `_session/turn_changes`, and fetched again by a rebuilt page) with a file's diff."""
+    workspace = Path(args.workspace)
+    (workspace / "poem.txt").write_text("one\ntwo\nthree\nfour\n")
+    page.ready()
+    sid = page.create_session(args.workspace, "Diffs")
+    page.send('/edit poem.txt two "TWO\nzwei"')
+    card = page.el("approval-card")
+    page.wait(f"!!{card}", "the approval card")
+    page.wait(f"document.activeElement === {card}", "the card's focus")
+    live_tool = f"{SEL}('.live [data-testid=tool-call]')"
+    seen: dict[str, Any] = {
+        "approval": {
+            "command": page.text("approval-command"),
+            "summary": page.js(f"{card}.querySelector('[data-testid=diff-summary]').textContent"),
+            "open": page.js(f"{card}.querySelector('[data-testid=diff]').open"),
+            "rows": page.diff_rows(card),
+        },
+        "live_tool": {
+            "kind": page.js(f"{live_tool}.dataset.kind"),
+            "command": page.js(
+                f"{live_tool}.querySelector('[data-testid=tool-command]').innerText"
+            ),
+            "rows": page.diff_rows(live_tool),
+            "open": page.js(f"{live_tool}.querySelector('[data-testid=diff]').open"),
+        },
+    }
+    # Enter on the diff's summary is the summary's (it folds the diff), not "allow".
+    summary = f"{card}.querySelector('summary')"
+    page.js(
+        f"{summary}.focus(); {summary}.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter', bubbles: true}}))"
+    )
+    seen["card_after_enter_on_summary"] = bool(page.js(f"!!{card}"))
+    page.click("approve-allow_once")
+    page.wait(f"!{card}", "the card to go once answered")
+    slot = page.wait_changes(1)
+    seen["poem"] = (workspace / "poem.txt").read_text()
+    stored_tool = f"{SEL}('.stored [data-testid=tool-call]')"
+    seen["stored_tool"] = {
+        "status": page.js(f"{stored_tool}.querySelector('[data-testid=tool-status]').innerText"),
+        "label": page.js(f"{stored_tool}.querySelector('.diff-label').textContent"),
+        "rows": page.diff_rows(stored_tool),
+    }
+    seen["changes_head"] = page.js(f"{slot}.querySelector('.changes-head').textContent")
+    files = f"[...{slot}.querySelectorAll('[data-testid=change-file]')]"
+    seen["changes_files"] = page.js(f"{files}.map(b => b.textContent)")
+    page.js(f"{slot}.querySelector('[data-testid=change-file]').click()")
+    box = f"{slot}.querySelector('[data-testid=change-diff]')"
+    page.wait(f"{box}.querySelectorAll('[data-testid=diff-row]').length > 0", "the file's diff")
+    seen["file_diff"] = page.diff_rows(box)
+    seen["file_diff_expanded"] = page.js(
+        f"{slot}.querySelector('[data-testid=change-file]').getAttribute('aria-expanded')"
+    )
+    # A new file: its approval says so; its turn lists it as added.
+    page.send("/write fresh.txt hello from the page")
+    page.wait(f"!!{card}", "the second approval card")
+    seen["new_file_summary"] = page.js(
+        f"{card}.querySelector('[data-testid=diff-summary]').textContent"
+    )
+    page.click("approve-allow_once")
+    slot2 = page.wait_changes(2)
+    seen["second_files"] = page.js(
+        f"[...{slot2}.querySelectorAll('[data-testid=change-file]')].map(b => b.textContent)"
+    )
+    # A fresh page has no notifications to go by: it asks `_session/changes` per turn.
+    page.rebuild(f"{page.el('rebuild-ui')}.click()")
+    page.select(sid)
+    page.wait_changes(1)
+    page.wait_changes(2)
+    seen["after_rebuild"] = page.js(
+        "[...document.querySelectorAll('.stored [data-testid=turn-changes]:not([hidden])')]"
+        ".map(s => s.dataset.turn + ': ' + s.querySelector('.changes-head').textContent)"
+    )
+    return seen
+
+
+@scenario
+def rewind(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """Rewind from a user's message: the menu, the dry run's confirmation, the files on disk;
+    a conflict (a file the user changed since) left alone unless forced; undo."""
+    workspace = Path(args.workspace)
+    page.ready()
+    sid = page.create_session(args.workspace, "Rewind")
+    page.host(
+        Method.SESSION_SET_CONFIG_OPTION,
+        {"sessionId": sid, "configId": "approval", "value": "auto"},
+    )
+    page.send("/write notes.txt first version")
+    page.wait_changes(1)
+    page.send("/edit notes.txt first second")
+    page.wait_changes(2)
+    page.send("/write extra.txt made in turn 3")
+    page.wait_changes(3)
+    page.wait_item(sid, "idle")
+    seen: dict[str, Any] = {"before": (workspace / "notes.txt").read_text()}
+
+    trigger = f"{page.turn_el('user-turn', 2)}.querySelector('[data-testid=rewind-button]')"
+    menu = page.el("rewind-menu")
+    page.wait(f"!{trigger}.disabled", "the rewind button enabled")
+    page.js(f"{trigger}.click()")
+    page.wait(f"!!{menu}", "the rewind menu")
+    seen["menu"] = page.js(f"[...{menu}.querySelectorAll('button')].map(b => b.dataset.testid)")
+    seen["menu_focus"] = page.focused()
+    page.js(
+        f"{menu}.dispatchEvent(new KeyboardEvent('keydown', {{key: 'ArrowDown', bubbles: true}}))"
+    )
+    seen["menu_focus_down"] = page.focused()
+    page.js(f"{menu}.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Escape', bubbles: true}}))")
+    page.wait(f"!{menu}", "the menu closed by Esc")
+    seen["focus_after_esc"] = page.focused()
+    page.js(f"{trigger}.click()")
+    page.wait(f"!!{menu}", "the rewind menu again")
+    page.click("rewind-code")
+    confirm = page.el("rewind-confirm")
+    page.wait(f"!!{confirm}", "the confirmation")
+    page.wait(f"document.activeElement === {confirm}", "the confirmation's focus")
+    seen["plan"] = {
+        "title": page.js(f"{confirm}.querySelector('.approval-head').textContent"),
+        "restored": page.text("rewind-restored"),
+        "removed": page.text("rewind-removed"),
+        "conflicts": page.visible("rewind-conflicts"),
+        "force_offered": page.visible("rewind-force"),
+        "conversation": page.visible("rewind-conversation"),
+        "disk_unchanged": (workspace / "extra.txt").exists(),
+    }
+    page.click("rewind-confirm-button")
+    notice = page.el("notice-banner")
+    page.wait(f"!{notice}.hidden", "the rewind's result")
+    seen["notice"] = page.text("notice-banner")
+    seen["after_code"] = {
+        "notes": (workspace / "notes.txt").read_text(),
+        "extra": (workspace / "extra.txt").exists(),
+    }
+    seen["messages_after_code"] = page.js("document.querySelectorAll('.stored .msg.user').length")
+
+    # The user changes a file; rewinding both to before turn 1 finds the conflict.
+    (workspace / "notes.txt").write_text("edited by the user\n")
+    page.js(f"{notice}.querySelector('.banner-close').click()")
+    trigger1 = f"{page.turn_el('user-turn', 1)}.querySelector('[data-testid=rewind-button]')"
+    page.js(f"{trigger1}.click()")
+    page.wait(f"!!{menu}", "the rewind menu for turn 1")
+    page.click("rewind-both")
+    page.wait(f"!!{confirm} && {confirm}.dataset.turn === '1'", "the confirmation for turn 1")
+    seen["conflict_plan"] = {
+        "conflicts": page.text("rewind-conflicts"),
+        "removed": page.visible("rewind-removed"),
+        "conversation": page.text("rewind-conversation"),
+    }
+    page.js(f"{page.el('rewind-force')}.click()")
+    page.wait(f"!!{page.el('rewind-removed')}", "the forced plan")
+    seen["forced_plan"] = {
+        "removed": page.text("rewind-removed"),
+        "conflicts": page.text("rewind-conflicts"),
+        "still_on_disk": (workspace / "notes.txt").read_text(),
+    }
+    page.wait(f"document.activeElement === {confirm}", "the confirmation's focus again")
+    page.js(f"{confirm}.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter'}}))")
+    page.wait(f"!{notice}.hidden", "the forced rewind's result")
+    seen["forced_notice"] = page.text("notice-banner")
+    seen["after_forced"] = (workspace / "notes.txt").exists()
+    page.wait(f"!!{page.el('note-rewind')}", "the rewind marker in the transcript")
+    seen["marker"] = page.text("note-rewind")
+    # Undo takes the code back: the user's edit returns.
+    seen["undo_label"] = page.text("notice-action")
+    page.click("notice-action")
+    page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Undid')", "the undo's result")
+    seen["after_undo"] = (workspace / "notes.txt").read_text()
+    seen["summary_status"] = page.host(Method.STATUS, {"sessionId": sid})["status"]
     return seen
 
 

@@ -180,6 +180,89 @@ def test_approvals_survive_rebuild_and_always_answers_become_rules(tmp_path: Pat
 
 
 @window_only
+def test_diffs_in_approval_and_tool_cards_and_the_turns_changes_list(tmp_path: Path) -> None:
+    r = run_driver("diffs", tmp_path)
+    edit = [
+        "hunk|||@@ -1,4 +1,5 @@",
+        "ctx|1|1|one",
+        "del|2||two",
+        "add||2|TWO",
+        "add||3|zwei",
+        "ctx|3|4|three",
+        "ctx|4|5|four",
+    ]
+    # The approval card shows exactly what will be written: unified, numbered, open.
+    approval = r["approval"]
+    assert approval["command"] == "Edit poem.txt"
+    assert approval["summary"] == "poem.txt +2 −1" and approval["open"] is True
+    assert approval["rows"] == edit
+    # The tool card has the same diff, folded while the card above asks about it.
+    assert r["live_tool"] == {
+        "kind": "edit",
+        "command": "Edit poem.txt",
+        "rows": edit,
+        "open": False,
+    }
+    assert r["card_after_enter_on_summary"] is True, "Enter on the diff is not an answer"
+    assert r["poem"] == "one\nTWO\nzwei\nthree\nfour\n"
+    # Stored, the call keeps its arguments: the replaced text, without line numbers.
+    assert r["stored_tool"] == {
+        "status": "done",
+        "label": "replaced text",
+        "rows": ["del|||two", "add|||TWO", "add|||zwei"],
+    }
+    # The turn's changes: the file with its counts; a click shows the checkpoint's diff.
+    assert r["changes_head"] == "Changes in turn 1 · 1 file +2 −1"
+    assert r["changes_files"] == ["Mpoem.txt+2 −1"]
+    assert r["file_diff"] == edit and r["file_diff_expanded"] == "true"
+    assert r["new_file_summary"] == "fresh.txt +1 −0 new file"
+    assert r["second_files"] == ["Afresh.txt+1 −0"]
+    assert r["after_rebuild"] == [
+        "1: Changes in turn 1 · 1 file +2 −1",
+        "2: Changes in turn 2 · 1 file +1 −0",
+    ]
+
+
+@window_only
+def test_rewind_from_a_user_message_restores_files_after_a_confirmation(tmp_path: Path) -> None:
+    r = run_driver("rewind", tmp_path)
+    assert r["before"] == "second version"
+    # The menu is keyboard driven: focus on its first item, arrows move, Esc closes.
+    assert r["menu"] == ["rewind-conversation", "rewind-code", "rewind-both"]
+    assert (r["menu_focus"], r["menu_focus_down"]) == ("rewind-conversation", "rewind-code")
+    assert r["focus_after_esc"] == "rewind-button"
+    # The confirmation is the sidecar's dry run: nothing changed yet.
+    assert r["plan"] == {
+        "title": "Rewind the files to before turn 2?",
+        "restored": "Restore\nnotes.txt",
+        "removed": "Remove (created since)\nextra.txt",
+        "conflicts": False,
+        "force_offered": False,
+        "conversation": False,
+        "disk_unchanged": True,
+    }
+    assert r["notice"].startswith("Rewound the files to before turn 2: 1 restored, 1 removed.")
+    assert r["after_code"] == {"notes": "first version", "extra": False}
+    assert r["messages_after_code"] == 3  # a code rewind leaves the conversation alone
+    # A file the user changed since is a conflict: left alone unless forced.
+    plan = r["conflict_plan"]
+    assert "notes.txt — changed outside the session" in plan["conflicts"]
+    assert "left alone" in plan["conflicts"] and plan["removed"] is False
+    assert plan["conversation"].startswith("Conversation: the model will no longer see turn 1")
+    forced = r["forced_plan"]
+    assert forced["removed"] == "Remove (created since)\nnotes.txt"
+    assert "will be overwritten" in forced["conflicts"]
+    assert forced["still_on_disk"] == "edited by the user\n", "a dry run changes nothing"
+    assert "the model's context now starts before turn 1" in r["forced_notice"]
+    assert r["after_forced"] is False
+    assert r["marker"].startswith("[conversation rewound to before turn 1")
+    # Undo takes the files back, the user's edit included.
+    assert r["undo_label"] == "Undo code rewind"
+    assert r["after_undo"] == "edited by the user\n"
+    assert r["summary_status"] == "idle"
+
+
+@window_only
 def test_mcp_servers_added_in_the_form_connect_and_are_saved_for_later(tmp_path: Path) -> None:
     r = run_driver("mcp", tmp_path)
     assert "basic (stdio) · 9 tools" in r["first"] and "connected" in r["first"]

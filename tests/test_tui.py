@@ -89,6 +89,14 @@ class Tui:
         self.send(line)
         return self.expect(pattern)
 
+    def turn(self, line: str, pattern: str) -> re.Match[str]:
+        """A prompt whose turn ends: `pattern` seen, then the state line that says so (the
+        answer streams before the turn's end is recorded: a command typed in between would
+        find the session still running)."""
+        found = self.run(line, pattern)
+        self.expect(r"\[idle, gen \d+\]")
+        return found
+
     def new_session(self, *args: str) -> str:
         return self.run(" ".join(["/new", *args]), r"created (sess_\w+)").group(1)
 
@@ -120,16 +128,16 @@ def tui(data_dir: Path, workspace: Path) -> Iterator[Tui]:
 
 def test_prompt_streams_the_answer_and_tool_calls(tui: Tui, workspace: Path):
     sid = tui.new_session()
-    tui.run("hello", r"Echo: hello\n")
+    tui.turn("hello", r"Echo: hello\n")
     tui.send("$ echo from-tool")
     tui.expect(r"\$ echo from-tool\napprove\? echo from-tool \(in .*, sandbox: workspace\)")
     tui.send("y")
-    tui.expect(r"from-tool\n\[exit 0\]")
+    tui.expect(r"from-tool\n\[exit 0\](.*\n)*\[idle, gen 1\]")
     tui.send("$ exit 3")
     tui.expect(r"approve\? exit 3")
     tui.send("n")
     tui.expect(r"\[refused\]")
-    tui.expect(r"not run: the user refused")
+    tui.expect(r"not run: the user refused(.*\n)*\[idle, gen 1\]")
     assert tui.row(sid)[:3] == [sid, "idle", "1"]
     assert tui.row(sid)[-1] == str(workspace)
 
@@ -141,7 +149,7 @@ def test_close_resume_and_forget(tui: Tui):
     assert tui.row(sid)[1:3] == ["closed", "1"]
     tui.run(f"/resume {sid}", rf"resumed {sid} \(idle, gen 2")
     assert tui.row(sid)[1:3] == ["idle", "2"]
-    tui.run("hello again", r"Echo: hello again")
+    tui.turn("hello again", r"Echo: hello again")
     tui.run("/close", rf"closed {sid}")
     tui.run(f"/forget {sid[5:12]}", rf"forgot {sid}")
     tui.run("/sessions", r"no sessions yet")
@@ -167,9 +175,9 @@ def test_mcp_servers_are_added_and_listed_with_their_tools(tui: Tui):
 
 def test_mode_switch_and_errors(tui: Tui):
     first = tui.new_session()
-    tui.run("hello", r"Echo: hello")
+    tui.turn("hello", r"Echo: hello")
     tui.run("/mode ask", r"mode set to ask")
-    tui.run("$ ls", r"Tools are not available in this mode")
+    tui.turn("$ ls", r"Tools are not available in this mode")
     tui.run("/mode nonsense", r"error: .*modeId")
     tui.run("/switch nope", r"error: no session matches 'nope'")
     second = tui.new_session("plan")
@@ -187,18 +195,18 @@ def test_cancel_a_running_turn(tui: Tui):
     started = time.monotonic()
     tui.run("/cancel", r"\[turn ended: cancelled\]")
     assert time.monotonic() - started < 10
-    tui.run("after", r"Echo: after")
+    tui.turn("after", r"Echo: after")
     tui.run("/cancel", r"nothing to cancel")
 
 
 def test_a_provider_failure_is_shown_and_the_client_carries_on(tui: Tui):
     tui.new_session()
     tui.run("/fail boom", r"error: offline provider: boom")
-    tui.run("hello", r"Echo: hello")  # the next prompt recovers the session first
+    tui.turn("hello", r"Echo: hello")  # the next prompt recovers the session first
     tui.run("/fail again", r"error: offline provider: again")
     tui.run("/close", r"closed")
     tui.run("/resume", r"resumed .*gen 3")
-    tui.run("hello", r"Echo: hello")
+    tui.turn("hello", r"Echo: hello")
 
 
 def test_quit_closes_sessions_and_leaves_no_child(tui: Tui, data_dir: Path, workspace: Path):
@@ -313,3 +321,94 @@ def test_on_a_terminal(data_dir: Path, workspace: Path):
             proc.kill()
             proc.wait()
         os.close(master)
+
+
+def test_writes_show_their_diff_and_changes_lists_what_a_turn_changed(tui: Tui, workspace: Path):
+    (workspace / "poem.txt").write_text("one\ntwo\nthree\n")
+    tui.new_session()
+    # The approval shows exactly what will be written, as a diff with line numbers.
+    tui.send('/edit poem.txt two "2 (two)"')
+    tui.expect(
+        r"\[edit\] Edit poem.txt\napprove\? Edit poem.txt\n  --- poem.txt\n  \+\+\+ poem.txt\n"
+        r"  @@ -1,3 \+1,3 @@\n   one\n  -two\n  \+2 \(two\)\n   three\n  y once"
+    )
+    tui.send("y")
+    tui.expect(r"\[done\] Wrote poem.txt \(3 lines\)\.")
+    tui.expect(r"\[turn 1 changed 1 file\(s\): poem.txt \+1 -1; /changes 1 shows the diff")
+    tui.expect(r"\[idle, gen 1\]")
+    assert (workspace / "poem.txt").read_text() == "one\n2 (two)\nthree\n"
+    # "Always" makes a rule; the next write to that file is not asked about, and its tool
+    # card shows the diff instead.
+    tui.send("/write notes.txt first line")
+    tui.expect(r"approve\? Write notes.txt\n  --- /dev/null\n  \+\+\+ notes.txt\n")
+    tui.send("a")
+    tui.expect(r"\[turn 2 changed 1 file\(s\): notes.txt \+1 -0")
+    tui.expect(r"\[idle, gen 1\]")
+    tui.send("/write notes.txt second line")
+    tui.expect(
+        r"\[edit\] Write notes.txt\n\[done\] Wrote notes.txt \(1 lines?\)\.\n  --- notes.txt\n"
+        r"  \+\+\+ notes.txt\n  @@ -1 \+1 @@\n  -first line\n  \+second line\n"
+    )
+    tui.expect(r"\[turn 3 changed 1 file\(s\): notes.txt \+1 -1")
+    tui.expect(r"\[idle, gen 1\]")
+    assert "approve?" not in tui.output[tui.mark :]
+    tui.run(
+        "/changes 1",
+        r"turn 1 changed 1 file\(s\):\n  M poem.txt \+1 -1\ndiff --git a/poem.txt b/poem.txt\n"
+        r"(.*\n)*?@@ -1,3 \+1,3 @@\n one\n-two\n\+2 \(two\)\n three\n",
+    )
+    tui.run("/changes", r"turn 3 changed 1 file\(s\):\n  M notes.txt \+1 -1\n")
+    tui.send("/read poem.txt")  # reads change nothing: no changes line for the turn
+    tui.expect(r"\[read\] Read poem.txt\n\[done\] (.*\n)*\[idle, gen 1\]")
+    tui.run("/changes", r"turn 4 changed no files")
+    tui.run("/changes 9", r"error: .*no turn 9")
+    tui.run("/changes last", r"error: usage: /changes \[TURN\]")
+
+
+def test_rewind_shows_the_plan_and_asks_then_restores_the_files(tui: Tui, workspace: Path):
+    notes, extra = workspace / "notes.txt", workspace / "extra.txt"
+    tui.new_session()
+    tui.send("/write notes.txt first version")
+    tui.expect(r"approve\? Write notes.txt")
+    tui.send("a")  # a rule: later writes of notes.txt are not asked about
+    tui.expect(r"\[turn 1 changed")
+    tui.expect(r"\[idle, gen 1\]")
+    tui.send("/write notes.txt second version")
+    tui.expect(r"\[turn 2 changed")
+    tui.expect(r"\[idle, gen 1\]")
+    tui.send("/write extra.txt made in turn 3")
+    tui.expect(r"approve\? Write extra.txt")
+    tui.send("y")
+    tui.expect(r"\[turn 3 changed")
+    tui.expect(r"\[idle, gen 1\]")
+    tui.run("/rewind", r"  turn 1: /write notes.txt first version\n  turn 2: .*\n  turn 3: .*\n")
+
+    # The dry run's plan, then y/n: n (or anything else) changes nothing.
+    plan = r"rewind the files to before turn 2:\n  restore notes.txt\n  remove  extra.txt\ngo ahead\? y/n"
+    tui.run("/rewind 2 code", plan)
+    tui.run("n", r"\[rewind not done\]")
+    tui.run("/rewind 2 code", plan)
+    tui.run("hello", r"\[rewind not done\]\n(.*\n)*Echo: hello(.*\n)*\[idle, gen 1\]")  # a prompt
+    assert notes.read_text() == "second version" and extra.exists()
+    tui.run("/rewind 2 code", plan)
+    tui.run("y", r"rewound:\n  restore notes.txt\n  remove  extra.txt\n\(/rewind undo takes")
+    assert notes.read_text() == "first version" and not extra.exists()
+
+    # A file changed outside the session since is left alone unless forced.
+    notes.write_text("the user's own words\n")
+    tui.run(
+        "/rewind 1",
+        r"rewind files and conversation to before turn 1:\n  conversation: the model no "
+        r"longer sees turn 1 and later ones.*\n  conflict notes.txt: changed outside the "
+        r"session since the session last changed it; left alone \(--force overwrites\)\n"
+        r"go ahead\? y/n",
+    )
+    tui.run("y", r"rewound:\n  conversation: ")
+    assert notes.read_text() == "the user's own words\n"
+    tui.run("/rewind 1 code --force --yes", r"rewound:\n  remove  notes.txt\n  conflict notes.txt")
+    assert not notes.exists()
+    tui.run("/rewind undo --yes", r"rewound:\n  restore notes.txt\n")
+    assert notes.read_text() == "the user's own words\n"
+    tui.run("/rewind 9", r"error: .*no turn 9")
+    tui.run("/rewind 1 sideways", r"error: usage: /rewind TURN")
+    tui.run("/rewind 1 --quietly", r"error: usage: /rewind TURN")

@@ -3,6 +3,7 @@
 // transcripts; afterwards the host pushes notifications into `window.app.onPush`.
 // Streamed text and tool calls are drawn in a "live" area; when a turn ends the stored
 // transcript tail is fetched and replaces it, so the page always converges on the store.
+// Diffs are drawn by diff.js; per-turn changes and the Rewind menu by turns.js.
 "use strict";
 
 (() => {
@@ -78,6 +79,22 @@
 
   function clearError() {
     byId("error-banner").hidden = true;
+  }
+
+  // What an action did, with at most one follow-up (e.g. undo).
+  function showNotice(text, action) {
+    const banner = byId("notice-banner");
+    $(".banner-text", banner).textContent = text;
+    const button = byId("notice-action");
+    button.hidden = !action;
+    button.textContent = action ? action.label : "";
+    button.onclick = action
+      ? () => {
+          banner.hidden = true;
+          action.run();
+        }
+      : null;
+    banner.hidden = false;
   }
 
   function showSidecarBanner(kind, text) {
@@ -172,67 +189,124 @@
     byId("resume-session").disabled = s.live;
     byId("send").disabled = !s.live;
     byId("stop").disabled = s.status !== "running";
+    turns.updateButtons();
   }
 
   // ---- transcript --------------------------------------------------------------------
 
-  // Entries are `TranscriptEntry` values (protocol/models.py): {index, type, ...}.
+  // Entries are `TranscriptEntry` values (protocol/models.py): {index, type, ...}. Each
+  // turn's entries end with a slot for what it changed (filled by turns.js).
   function messageNodes(entries) {
     const nodes = [];
     const tools = new Map();
+    const firstUser = entries.find((m) => m.type === "user" && m.turn);
+    let turn = firstUser && entries[0] !== firstUser ? firstUser.turn - 1 : null; // opened mid-turn
+    let changed = false;
+    const endTurn = () => turn && nodes.push(turns.changesSlot(turn, changed));
     for (const m of entries) {
-      if (m.type === "user") nodes.push(el("div", { class: "msg user", text: m.text }));
-      else if (m.type === "assistant") {
+      if (m.type === "user") {
+        endTurn();
+        turn = m.turn || null;
+        changed = false;
+        nodes.push(turns.userMessage(m));
+      } else if (m.type === "assistant") {
         if (m.text) nodes.push(el("div", { class: "msg agent", text: m.text }));
         for (const call of m.toolCalls || []) {
-          const block = toolBlock(call.toolCallId, call.title);
+          changed = changed || !turns.readOnlyTool(call.tool);
+          const block = toolBlock(call.toolCallId, call.title, TOOL_KINDS[call.tool] || "other");
+          storedDiff(block, call);
           tools.set(call.toolCallId, block);
           nodes.push(block);
         }
       } else if (m.type === "tool_result") {
         let block = tools.get(m.toolCallId);
-        if (!block) nodes.push((block = toolBlock(m.toolCallId, m.tool || "tool")));
-        finishTool(block, m.text, m.exitCode, m.exitCode === null || m.exitCode === undefined);
+        if (!block) nodes.push((block = toolBlock(m.toolCallId, m.tool || "tool", TOOL_KINDS[m.tool] || "other")));
+        if (block.dataset.kind === "execute") finishTool(block, m.text, ...exitStatus(m.exitCode, m.exitCode === null || m.exitCode === undefined));
+        else finishTool(block, m.text, ...storedStatus(m));
       } else if (m.type === "marker" && m.text) {
         const text = m.kind === "interrupted" ? `⚠ ${m.text}` : m.text;
         nodes.push(el("div", { class: "note", "data-testid": `note-${m.kind}`, text }));
       }
     }
+    endTurn();
     return nodes;
   }
 
-  function toolBlock(id, command) {
+  const TOOL_KINDS = { bash: "execute", read_file: "read", list_files: "search", write_file: "edit", edit_file: "edit" };
+  const TOOL_ICONS = { execute: "$", edit: "✎", read: "≡", search: "⌕" };
+
+  function toolBlock(id, command, kind = "execute") {
     return el(
       "div",
-      { class: "tool", "data-testid": "tool-call", "data-tool-call-id": id || "" },
+      { class: `tool kind-${kind}`, "data-testid": "tool-call", "data-tool-call-id": id || "", "data-kind": kind },
       el(
         "div",
         { class: "tool-head" },
-        el("span", { class: "tool-icon", text: "$" }),
+        el("span", { class: "tool-icon", text: TOOL_ICONS[kind] || "•", "aria-hidden": "true" }),
         el("code", { class: "tool-cmd", "data-testid": "tool-command", text: command || "" }),
         el("span", { class: "tool-status running", "data-testid": "tool-status", text: "running" }),
       ),
+      el("div", { class: "tool-diffs", "data-testid": "tool-diffs" }),
       el("pre", { class: "tool-out", "data-testid": "tool-output" }),
     );
   }
 
-  function finishTool(block, output, exitCode, cancelled) {
+  function exitStatus(exitCode, cancelled) {
+    return cancelled ? ["stopped", false] : [`exit ${exitCode}`, exitCode === 0];
+  }
+
+  // How a stored call of a tool that is not a command went (`ok`; "Not run: ..." when the
+  // user refused it).
+  function storedStatus(m) {
+    if (/^Not run\b/.test(m.text || "")) return ["not run", false];
+    return m.ok === false ? ["failed", false] : ["done", true];
+  }
+
+  function finishTool(block, output, label, ok) {
     $(".tool-out", block).textContent = output || "";
     const status = $(".tool-status", block);
-    if (cancelled) {
-      status.className = "tool-status fail";
-      status.textContent = "stopped";
-    } else {
-      status.className = `tool-status ${exitCode === 0 ? "ok" : "fail"}`;
-      status.textContent = `exit ${exitCode}`;
+    status.className = `tool-status ${ok ? "ok" : "fail"}`;
+    status.textContent = label;
+  }
+
+  // A path under the session's directory is shown relative to it (the sidecar sends
+  // absolute paths, as ACP asks).
+  function shortFile(path) {
+    const s = state.sessions.get(state.selected) || {};
+    const cwd = (s.cwd || "").replace(/\/+$/, "");
+    return cwd && path.startsWith(`${cwd}/`) ? path.slice(cwd.length + 1) : path;
+  }
+
+  // The diff items of a tool call's content (a write's), drawn into its card.
+  function showDiffs(block, content, open) {
+    const diffs = (content || []).filter((c) => c.type === "diff");
+    if (!diffs.length) return;
+    $(".tool-diffs", block).replaceChildren(...diffs.map((d) => window.Diff.fromTexts(shortFile(d.path), d.oldText, d.newText, { open })));
+  }
+
+  // A stored call keeps its arguments, not the file as it was: an edit shows the text it
+  // replaced (line numbers unknown), a write the content it wrote; the turn's changes list
+  // has the exact diff.
+  function storedDiff(block, call) {
+    const input = call.input || {};
+    const path = typeof input.path === "string" ? input.path : "";
+    let diff = null;
+    if (call.tool === "edit_file" && typeof input.old_text === "string" && typeof input.new_text === "string") {
+      diff = window.Diff.fromTexts(path, input.old_text, input.new_text, { open: false, numbers: false, label: input.replace_all ? "replaced everywhere" : "replaced text" });
+    } else if (call.tool === "write_file" && typeof input.content === "string") {
+      diff = window.Diff.fromTexts(path, null, input.content, { open: false, label: "content written" });
     }
+    if (diff) $(".tool-diffs", block).append(diff);
   }
 
   function renderTranscript(keepScroll) {
     const t = state.transcript;
     const box = byId("transcript");
     const fromBottom = box.scrollHeight - box.scrollTop;
+    const confirming = Boolean(document.activeElement.closest("[data-testid=rewind-confirm]"));
     $(".stored", box).replaceChildren(...messageNodes(t.messages));
+    turns.fillSlots($(".stored", box));
+    turns.placeConfirm(confirming); // a rewind's confirmation, drawn again, keeps its focus
     byId("load-older").hidden = t.offset === 0;
     $(".transcript-empty", box).hidden = t.messages.length > 0 || $(".live", box).childElementCount > 0;
     box.scrollTop = keepScroll ? box.scrollHeight - fromBottom : box.scrollHeight;
@@ -247,6 +321,11 @@
       offset: page.offset,
       end: page.offset + page.messages.length,
       tail: Promise.resolve(),
+      changes: new Map(), // turn -> {turn, files, total}: what it changed
+      diffs: new Map(), // turn -> {byPath, truncated}: its diff, once asked for
+      asked: new Set(), // turns whose changes were asked for
+      openFiles: new Set(), // "turn\npath" of the file diffs shown
+      fetches: Promise.resolve(),
     };
     $(".live").replaceChildren();
     renderTranscript(false);
@@ -302,7 +381,9 @@
     } else if (u.sessionUpdate === "tool_call") {
       const last = live.lastElementChild;
       if (last) last.classList.remove("streaming");
-      liveAppend(toolBlock(u.toolCallId, (u.rawInput && u.rawInput.command) || u.title));
+      const block = toolBlock(u.toolCallId, (u.rawInput && u.rawInput.command) || u.title, u.kind || "execute");
+      showDiffs(block, u.content, false); // open in the approval card; here once written
+      liveAppend(block);
     } else if (u.sessionUpdate === "tool_call_update") {
       const block = live.querySelector(`.tool[data-tool-call-id="${CSS.escape(u.toolCallId)}"]`);
       if (!block) return;
@@ -312,7 +393,9 @@
         const output = u.content.map((c) => (c.content && c.content.text) || "").join("");
         if (finished) {
           const raw = u.rawOutput || {};
-          finishTool(block, output, raw.exitCode, Boolean(raw.cancelled));
+          if (block.dataset.kind === "execute") finishTool(block, output, ...exitStatus(raw.exitCode, Boolean(raw.cancelled)));
+          else finishTool(block, output, u.status === "completed" ? "done" : "failed", u.status === "completed");
+          showDiffs(block, u.content, true);
         } else {
           $(".tool-out", block).textContent = output; // the live output so far, whole
         }
@@ -336,8 +419,10 @@
   function approvalCard(p) {
     const call = p.toolCall;
     const session = state.sessions.get(p.sessionId) || {};
-    const detail = ((call.content || [])[0] || {});
-    const diff = detail.type === "diff" ? diffView(detail.path, detail.oldText, detail.newText) : null;
+    const diffs = (call.content || []).filter((c) => c.type === "diff");
+    const diff = diffs.length
+      ? el("div", { class: "approval-diffs", "data-testid": "approval-diffs" }, ...diffs.map((d) => window.Diff.fromTexts(shortFile(d.path), d.oldText, d.newText)))
+      : null;
     const buttons = [
       ["allow_once", "Allow once", "primary"],
       ["allow_always", "Always allow", ""],
@@ -357,17 +442,11 @@
       el("div", { class: "hint", text: "Enter: allow once · Esc: reject" }),
     );
     card.addEventListener("keydown", (e) => {
-      if (e.key === "Enter") { e.preventDefault(); answerPermission(p, "allow_once"); }
+      // Enter on the card itself: on a focused button or a diff's summary it is theirs.
+      if (e.key === "Enter" && e.target === card) { e.preventDefault(); answerPermission(p, "allow_once"); }
       else if (e.key === "Escape") { e.preventDefault(); answerPermission(p, "reject_once"); }
     });
     return card;
-  }
-
-  function diffView(path, oldText, newText) {
-    const lines = [];
-    for (const line of (oldText || "").split("\n")) if (oldText) lines.push(el("div", { class: "del", text: `- ${line}` }));
-    for (const line of (newText || "").split("\n")) lines.push(el("div", { class: "add", text: `+ ${line}` }));
-    return el("details", { class: "diff", open: true, "data-testid": "diff" }, el("summary", { text: path }), el("pre", {}, ...lines));
   }
 
   function showPermission(p) {
@@ -506,6 +585,7 @@
   function handle(event) {
     if (event.type === "notification" && event.method === "_session/state") onState(event.params);
     else if (event.type === "notification" && event.method === "session/update") onUpdate(event.params);
+    else if (event.type === "notification" && event.method === "_session/turn_changes") turns.onTurnChanges(event.params);
     else if (event.type === "host") onHost(event.event, event.data);
     else if (event.type === "bridge" && event.event === "prompt_failed") showError(event.data.error);
   }
@@ -536,6 +616,7 @@
     if (state.selected === sessionId && state.transcript) return;
     state.selected = sessionId;
     state.transcript = null;
+    turns.reset();
     byId("confirm-delete-box").hidden = true;
     $(".stored").replaceChildren();
     $(".live").replaceChildren();
@@ -667,6 +748,15 @@
     for (const event of state.queued.splice(0)) handle(event);
     document.body.dataset.ready = "true";
   }
+
+  // After a rewind: the summary and the whole transcript again (a marker was appended).
+  async function afterRewind(sessionId) {
+    const fresh = await quietCall("status", sessionId);
+    if (fresh) updateSession(fresh);
+    if (state.selected === sessionId) await loadTranscript(sessionId);
+  }
+
+  const turns = window.Turns({ call, quietCall, el, state, onRewound: afterRewind, showNotice });
 
   window.app = {
     onPush(batch) {
