@@ -49,6 +49,9 @@ class Method:
     CHANGES: Final = "_session/changes"
     OUTPUT: Final = "_session/output"
     REWIND: Final = "_session/rewind"
+    ARCHIVE: Final = "_session/archive"
+    EXPORT: Final = "_session/export"
+    IMPORT: Final = "_session/import"
     SHUTDOWN: Final = "_sidecar/shutdown"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
@@ -82,5 +85,8 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.CHANGES,
     Method.OUTPUT,
     Method.REWIND,
+    Method.ARCHIVE,
+    Method.EXPORT,
+    Method.IMPORT,
     Method.SHUTDOWN,
 )

@@ -7,7 +7,7 @@ Wire names are camelCase (ACP's convention); Python names are snake_case.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -98,6 +98,8 @@ class SessionSummary(WireModel):
     last_error: str | None
     interrupted: bool
     forked_from: str | None = None
+    archived: bool = False  # hidden from session/list unless asked for (_session/archive)
+    imported_from: str | None = None  # the exported session's id (_session/import)
     # Set when another live sidecar process runs this session (it holds the lease).
     held_by: str | None = None
     model: str | None = None
@@ -211,6 +213,92 @@ class McpReconnectParams(StrictParams):
 class RenameParams(StrictParams):
     session_id: SessionId
     title: Title
+
+
+class ListMeta(StrictParams):
+    """Our keys inside `session/list` `params._meta`."""
+
+    # Plain words (any punctuation separates; nothing is query syntax): sessions with every
+    # word, as a word prefix, in the title or transcript text. Empty: no filter.
+    query: Annotated[str, Field(max_length=1000)] | None = None
+    archived: StrictBool = False  # true: only archived sessions (false: only the others)
+
+
+class ArchiveParams(StrictParams):
+    session_id: SessionId
+    archived: StrictBool = True
+
+
+class ExportParams(StrictParams):
+    session_id: SessionId
+    format: Literal["jsonl", "markdown"] = "jsonl"
+    # An existing directory (absolute): the file is written there and its path returned.
+    # Without it the content comes back in the result, up to a bound.
+    directory: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+
+
+class ImportParams(StrictParams):
+    """A JSON Lines export, as a file (`path`, absolute) or inline (`content`)."""
+
+    path: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    content: str | None = None
+    cwd: Annotated[str, Field(min_length=1, max_length=4096)] | None = None  # else the export's
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImportParams:
+        if (self.path is None) == (self.content is None):
+            raise ValueError("give either path or content")
+        return self
+
+
+# ---- the session export (`_session/export` JSON Lines; `_session/import` reads it) -------
+
+EXPORT_FORMAT: Final = "acp-session-host/session"
+EXPORT_VERSION: Final = 1
+
+
+class ExportedSession(StrictParams):
+    session_id: SessionId
+    title: Title
+    cwd: Annotated[str, Field(min_length=1, max_length=4096)]
+    mode: ModeField
+    backend: BackendField
+    model: str | None = None
+    created_at: str
+    updated_at: str
+    message_count: JsonInt = Field(ge=0)
+    turns: JsonInt = Field(default=0, ge=0)
+    context_from: JsonInt = Field(default=0, ge=0)
+    summary_index: JsonInt | None = Field(default=None, ge=0)
+    forked_from: str | None = None
+    imported_from: str | None = None
+    archived: StrictBool = False
+    approval: ApprovalField = Approval.ASK
+    sandbox: SandboxField | None = None
+    rules: list[dict[str, Any]] = Field(default_factory=list)
+    usage: TokenTotals = TokenTotals(input_tokens=0, output_tokens=0)
+
+
+class ExportHeader(StrictParams):
+    """Line 1 of an export. MCP server definitions are never exported (they may hold
+    secrets in env and headers)."""
+
+    format: Literal["acp-session-host/session"]
+    version: Literal[1]
+    session: ExportedSession
+
+
+class ExportedRow(StrictParams):
+    """Every later line: one transcript entry as the store keeps it (its other keys, such
+    as tool calls, exit codes and marker pointers, are kept as they are)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, strict=True, extra="allow"
+    )
+
+    role: Literal["user", "assistant", "tool", "system"]
+    content: str
+    created_at: str | None = None
 
 
 def _message(value: Any) -> Any:

@@ -4,7 +4,8 @@ Start-up is split so a client is answered at once: the light part (config, store
 the stdio server, `initialize`) runs first, while the heavy half (`sidecar.wiring`)
 is imported in a worker thread. Every other method is registered from the start and
 simply waits until the heavy half is built and the store is reconciled, so no request
-is refused or reordered by the split.
+is refused or reordered by the split; once it is, the real handlers replace the waiting
+ones.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import os
 import resource
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
@@ -52,11 +54,66 @@ def raise_open_file_limit() -> int:
     return soft
 
 
+@contextlib.contextmanager
+def _no_attribute_docstrings() -> Iterator[None]:
+    """While `acp.schema` is imported: its ~250 models are configured with pydantic's
+    `use_attribute_docstrings`, which reads and parses each class's source to turn the
+    docstrings under its fields into descriptions -- more than half of that module's import
+    time, for text only a JSON schema would show (the sidecar validates and serializes with
+    them, nothing more). Only the loader thread builds models meanwhile (the light half
+    imports no pydantic), and the hook is put back at once."""
+    try:
+        from pydantic._internal import _fields
+    except ImportError:  # another pydantic: the models keep their descriptions
+        yield
+        return
+    original = getattr(_fields, "extract_docstrings_from_cls", None)
+    if original is None:
+        yield
+        return
+    _fields.extract_docstrings_from_cls = lambda cls, use_inspect=False: {}  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        _fields.extract_docstrings_from_cls = original  # type: ignore[attr-defined]
+
+
 def _load_heavy() -> type[Assembly]:
     """In a worker thread: import the heavy half (ACP schema, aiohttp, provider SDKs)."""
+    with _no_attribute_docstrings():
+        import acp.schema  # noqa: F401 (loaded here, without its field descriptions)
+    # What answers batches, errors and invalid requests (sidecar/acp/server.py): loaded here
+    # so the first such message does not import it on the event loop.
+    import jsonrpcserver  # noqa: F401
+
     from sidecar.wiring import load_assembly
 
     return load_assembly()
+
+
+def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assembly]]:
+    """`_load_heavy` in a daemon thread (not the default executor, which an exit joins)."""
+    future: asyncio.Future[type[Assembly]] = loop.create_future()
+
+    def settle(result: type[Assembly] | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            assert result is not None
+            future.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = _load_heavy(), None
+        except BaseException as exc:  # noqa: BLE001 (handed to the loop, raised there)
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="heavy-half", daemon=True).start()
+    return future
 
 
 def _deferred(name: str, ready: asyncio.Future[dict[str, Handler]]) -> Handler:
@@ -70,7 +127,7 @@ def _deferred(name: str, ready: asyncio.Future[dict[str, Handler]]) -> Handler:
 
 async def run(config: Config) -> int:
     loop = asyncio.get_running_loop()
-    loading = loop.run_in_executor(None, _load_heavy)
+    loading = _start_loading(loop)
     protocol_out = reserve_stdout()
     writer = LineWriter(protocol_out)
     await writer.start()
@@ -105,6 +162,15 @@ async def run(config: Config) -> int:
     assembly: Assembly | None = None
     changes: asyncio.Task[None] | None = None
     try:
+        first: set[asyncio.Future[Any]] = {loading, serving}
+        await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+        if not loading.done():
+            await asyncio.sleep(0)  # let the last lines read reach their handlers
+            if not server.in_flight():
+                # The client left (or a signal came) before the heavy half loaded, and no
+                # request waits for it: nothing to build, nothing to close. The loader is a
+                # daemon thread, so the exit does not wait for its imports either.
+                return 0
         assembly_type = await loading
         assembly = assembly_type.build(config, store, server, client, stop.set)
         try:
@@ -120,6 +186,9 @@ async def run(config: Config) -> int:
                 store.watch_changes(assembly.manager.changed_elsewhere), name="store-changes"
             )
         ready.set_result(assembly.handlers)
+        for name, handler in assembly.handlers.items():
+            if name != Method.INITIALIZE:
+                server.register(name, handler)  # from now on, no hop through `_deferred`
         open_files = raise_open_file_limit()
         log.info(
             "sidecar ready: store=%s data_dir=%s provider=%s reconciled=%d open_files=%s",

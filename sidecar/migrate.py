@@ -36,7 +36,7 @@ from sidecar.core.leases import Leases
 from sidecar.domain import changes as change
 from sidecar.domain.errors import SessionNotFound, StoreError
 from sidecar.domain.records import LIVE_STATES, SessionRecord, now
-from sidecar.store.base import INTERRUPTED_MARKER
+from sidecar.store.base import INTERRUPTED_MARKER, ListCursor
 from sidecar.store.postgres import PostgresSessionStore
 from sidecar.store.sqlite import SqliteSessionStore
 
@@ -105,9 +105,9 @@ async def _with_marker(source: SqliteSessionStore, record: SessionRecord) -> Asy
 async def _all_records(source: SqliteSessionStore) -> list[SessionRecord]:
     """Oldest first, so the target lists them in the same order."""
     records: list[SessionRecord] = []
-    cursor: int | None = None
+    cursor: ListCursor | None = None
     while True:
-        page, cursor = await source.list_page(cursor=cursor, limit=PAGE)
+        page, cursor = await source.list_page(cursor=cursor, limit=PAGE, archived=None)
         records += page
         if cursor is None:
             return records[::-1]

@@ -3,9 +3,10 @@ real PostgreSQL server for the whole test session (a fresh database per test).""
 
 from __future__ import annotations
 
+import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from harness import Sidecar  # noqa: E402
 from pg_server import PgServer  # noqa: E402
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator:
+    """In CI (`CI` set; .ci/run sets it) a skipped test is a failure: every dependency a
+    test needs is installed by the project's own files, so a skip there means one is
+    missing or broken, and a green run must not hide it."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, which must run every test: {reason}"
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from harness import Sidecar
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
+from sidecar.core.leases import default_host_id
 
 
 async def test_a_session_live_in_one_sidecar_is_refused_by_another(data_dir: Path, workspace: Path):
@@ -22,7 +23,7 @@ async def test_a_session_live_in_one_sidecar_is_refused_by_another(data_dir: Pat
         await first.prompt(sid, "owned by the first")
         seen = await second.status(sid)
         assert seen["live"] is False and seen["status"] == "idle"
-        assert seen["heldBy"] == f"pid {first.pid} on {os.uname().nodename}"
+        assert seen["heldBy"] == f"pid {first.pid} on {default_host_id()}"
         for method, params in [
             ("session/resume", {"sessionId": sid, "cwd": str(workspace)}),
             ("session/load", {"sessionId": sid, "cwd": str(workspace)}),
@@ -94,8 +95,10 @@ async def test_a_holder_that_died_after_the_other_started_is_taken_over(
 async def test_a_frozen_holder_loses_its_lease_and_cannot_write_after_the_takeover(
     data_dir: Path, workspace: Path
 ):
-    frozen = await Sidecar.start(data_dir, "--lease-ttl", "1")
-    other = await Sidecar.start(data_dir, "--lease-ttl", "1")
+    # 3 s: long enough that the first refusal below still meets a running lease on a
+    # loaded machine; the takeover is then polled for, not slept for.
+    frozen = await Sidecar.start(data_dir, "--lease-ttl", "3")
+    other = await Sidecar.start(data_dir, "--lease-ttl", "3")
     try:
         sid = (await frozen.new_session(workspace))["sessionId"]
         await frozen.prompt(sid, "from the first holder")
@@ -104,8 +107,7 @@ async def test_a_frozen_holder_loses_its_lease_and_cannot_write_after_the_takeov
             with pytest.raises(RpcError) as early:
                 await other.call("session/resume", {"sessionId": sid, "cwd": str(workspace)})
             assert early.value.code == ErrorCode.RUNTIME_LIVE  # its lease still runs
-            await asyncio.sleep(1.5)  # the frozen holder cannot renew: the lease expires
-            taken = await other.call("session/resume", {"sessionId": sid, "cwd": str(workspace)})
+            taken = await _resume_once_expired(other, sid, workspace)
             assert taken["_meta"]["generation"] == 2
         finally:
             os.kill(frozen.pid, signal.SIGCONT)
@@ -113,8 +115,7 @@ async def test_a_frozen_holder_loses_its_lease_and_cannot_write_after_the_takeov
         with pytest.raises(RpcError) as stale:
             await frozen.prompt(sid, "late write from the old holder")
         assert stale.value.code in (ErrorCode.SESSION_NOT_LIVE, ErrorCode.INVALID_STATE)
-        await asyncio.sleep(1.0)  # one renewal period: it notices the takeover
-        assert (await frozen.status(sid))["live"] is False
+        await _until_not_live(frozen, sid)  # its next renewal notices the takeover
         assert (await other.prompt(sid, "from the new holder"))["stopReason"] == "end_turn"
         contents = [m["text"] for m in (await other.messages(sid))["messages"]]
         assert "late write from the old holder" not in contents
@@ -123,3 +124,22 @@ async def test_a_frozen_holder_loses_its_lease_and_cannot_write_after_the_takeov
     finally:
         await frozen.close()
         await other.close()
+
+
+async def _resume_once_expired(sidecar: Sidecar, sid: str, workspace: Path) -> dict:
+    """Resume as soon as the frozen holder's lease has run out (it cannot renew)."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        try:
+            return await sidecar.call("session/resume", {"sessionId": sid, "cwd": str(workspace)})
+        except RpcError as exc:
+            if exc.code != ErrorCode.RUNTIME_LIVE or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def _until_not_live(sidecar: Sidecar, sid: str) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while (await sidecar.status(sid))["live"]:
+        assert asyncio.get_running_loop().time() < deadline, "the old holder kept its runtime"
+        await asyncio.sleep(0.2)

@@ -141,6 +141,8 @@ def test_summary_wire_shape_is_stable():
         "lastError": None,
         "interrupted": False,
         "forkedFrom": None,
+        "archived": False,
+        "importedFrom": None,
         "heldBy": None,
         "model": "m",
         "usage": {"inputTokens": 3, "outputTokens": 4},

@@ -496,3 +496,148 @@ def test_reconcile_touches_only_what_the_test_calls_orphaned(store) -> None:
 def test_the_clock_is_seconds_since_the_epoch(store) -> None:
     # Every store here runs on this machine, so its clock is this one's (give or take).
     assert abs(store.clock() - time.time()) < 60
+
+
+# --- the session library: last activity, search, archive, import -----------------
+
+
+def ids(page: tuple[list[SessionRecord], Any]) -> list[str]:
+    return [record.session_id for record in page[0]]
+
+
+def say(store: SessionStore, session_id: str, text: str, role: str = "user") -> None:
+    store.append_message(session_id, 1, {"role": role, "content": text, "createdAt": "t"})
+
+
+def test_list_is_by_last_activity(store: SessionStore) -> None:
+    first, second, third = (add(store, session_id=f"act{i}").session_id for i in range(3))
+    assert ids(store.list_page()) == [third, second, first]
+    say(store, first, "anything")  # an append is activity
+    assert ids(store.list_page()) == [first, third, second]
+    store.update(second, 1, status=SessionState.RUNNING)
+    assert ids(store.list_page()) == [second, first, third]
+    page, cursor = store.list_page(limit=2)
+    assert cursor is not None
+    assert ids(store.list_page(cursor=cursor, limit=2)) == [third]
+
+
+def test_paging_by_activity_has_no_gaps_while_sessions_move(store: SessionStore) -> None:
+    made = [add(store).session_id for _ in range(6)]
+    page, cursor = store.list_page(limit=2)
+    seen = ids((page, cursor))
+    say(store, made[0], "moves to the top")  # moved above the cursor: not seen again
+    while cursor is not None:
+        page, cursor = store.list_page(cursor=cursor, limit=2)
+        seen += ids((page, cursor))
+    assert len(seen) == len(set(seen))
+    assert set(made) - set(seen) <= {made[0]}
+
+
+def test_search_by_transcript_text_and_title(store: SessionStore) -> None:
+    kettle = add(store, session_id="kettle").session_id
+    say(store, kettle, "Please descale the kettle before Friday")
+    say(store, kettle, "Done: the kettle is clean.", role="assistant")
+    other = add(store, session_id="other").session_id
+    say(store, other, "Nothing about kitchens here")
+    store.update_metadata(other, title="Garden zucchini plan")
+    assert ids(store.list_page(query="descale")) == [kettle]
+    assert ids(store.list_page(query="DESCAL")) == [kettle]  # case folded, word prefix
+    assert ids(store.list_page(query="zucchini")) == [other]  # the title
+    assert ids(store.list_page(query="kettle friday")) == [kettle]  # every word
+    assert ids(store.list_page(query="kettle garden")) == []  # not in one session
+    assert ids(store.list_page(query="garden nothing")) == [other]  # title + transcript
+    assert ids(store.list_page(query="escale")) == []  # prefixes of words, not infixes
+    assert ids(store.list_page(query="nowhere")) == []
+    assert set(ids(store.list_page(query=""))) == {kettle, other}  # no words: no filter
+    assert set(ids(store.list_page(query=None))) == {kettle, other}
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', '"kettle', "kettle*", "*", "NEAR(kettle friday)", "kettle -friday", "(kettle",
+     "kettle)", "AND", "OR kettle", "NOT", "^kettle", "title:kettle", "{kettle}", "'",
+     "kettle + friday", ":", "\\", "%", "_", "\x00", "k" * 5000, "a b c d e f g h i j k l m n o p q r"],
+)  # fmt: skip
+def test_hostile_queries_are_plain_words(store: SessionStore, query: str) -> None:
+    kettle = add(store, session_id="kettle").session_id
+    say(store, kettle, "descale the kettle before Friday (NEAR the AND gate)")
+    found = ids(store.list_page(query=query))  # never an error
+    assert found in ([], [kettle])
+    if query.strip("\"*()-^:{}'+ ").lower() in ("kettle", "near(kettle friday", "and"):
+        assert found == [kettle]
+
+
+def test_search_follows_every_write(store: SessionStore) -> None:
+    source = add(store, session_id="src").session_id
+    store.update(source, 1, append={"role": "user", "content": "first marmalade", "turn": 1})
+    say(store, source, "second quince")
+    fork = store.fork(source, make_record("fork"), 1)
+    assert set(ids(store.list_page(query="marmalade"))) == {fork.session_id, source}
+    assert ids(store.list_page(query="quince")) == [source]  # not copied
+    store.update_metadata(source, title="Renamed jam")
+    assert ids(store.list_page(query="renamed")) == [source]
+    store.update_metadata(source, title="Again")
+    assert ids(store.list_page(query="renamed")) == []
+    store.delete(source)
+    assert ids(store.list_page(query="marmalade")) == [fork.session_id]
+    assert ids(store.list_page(query="quince")) == []
+    assert ids(store.list_page(query="again")) == []
+
+
+def test_search_pages_with_the_same_cursor(store: SessionStore) -> None:
+    made = []
+    for i in range(7):
+        session_id = add(store, session_id=f"p{i}").session_id
+        say(store, session_id, f"needle number {i}" if i % 2 == 0 else "hay")
+        made.append(session_id)
+    expected = [made[i] for i in (6, 4, 2, 0)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page, cursor = store.list_page(query="needle", cursor=cursor, limit=3)
+        seen += [record.session_id for record in page]
+        if cursor is None:
+            break
+    assert seen == expected
+
+
+def test_archive_hides_from_the_default_listing(store: SessionStore) -> None:
+    kept, hidden = add(store, session_id="kept").session_id, add(store, session_id="hid").session_id
+    say(store, hidden, "archived words")
+    archived = store.update_metadata(hidden, archived=True)
+    assert archived.archived is True and store.get(hidden).archived is True
+    assert ids(store.list_page()) == [kept]
+    assert ids(store.list_page(archived=True)) == [hidden]
+    assert ids(store.list_page(archived=None)) == [hidden, kept]
+    assert ids(store.list_page(query="archived")) == []
+    assert ids(store.list_page(query="archived", archived=True)) == [hidden]
+    store.update_metadata(hidden, archived=False)
+    assert set(ids(store.list_page())) == {kept, hidden}
+
+
+def test_insert_with_transcript_stores_all_rows(store: SessionStore) -> None:
+    rows = [
+        {"role": "user", "content": "imported pelican", "turn": 1, "createdAt": "a"},
+        {"role": "assistant", "content": "ok", "tool_calls": [{"id": "c1"}], "createdAt": "b"},
+    ]
+    record = make_record("imp", status=SessionState.CLOSED, imported_from="orig", turns=1)
+    stored = store.insert_with_transcript(record, rows)
+    assert stored.message_count == 2 and stored.imported_from == "orig"
+    assert store.get("imp") == stored
+    assert store.messages("imp") == rows
+    assert ids(store.list_page(query="pelican")) == ["imp"]
+    say_ok = store.begin_generation("imp", 1)
+    assert say_ok.generation == 2
+    assert store.append_message("imp", 2, {"role": "user", "content": "more"}) == 2
+
+
+def test_insert_with_transcript_is_all_or_nothing(store: SessionStore) -> None:
+    with pytest.raises(StoreError):
+        store.insert_with_transcript(make_record("bad"), [{"ok": 1}, {"no": object()}])
+    with pytest.raises(SessionNotFound):
+        store.get("bad")
+    add(store, session_id="taken")
+    with pytest.raises(StoreError, match="taken"):
+        store.insert_with_transcript(make_record("taken"), [{"role": "user", "content": "x"}])
+    assert store.messages("taken") == []
+    assert ids(store.list_page(archived=None)) == ["taken"]

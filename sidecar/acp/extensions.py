@@ -3,15 +3,21 @@ commands (`/compact`, `/rename`), as thin translations onto the SessionManager."
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final
 
 from acp.helpers import update_agent_message_text
 
 from protocol.methods import Method
 from protocol.models import (
+    ArchiveParams,
     ChangesParams,
     CompactParams,
+    ExportParams,
+    ImportParams,
     McpReconnectParams,
     MessagesParams,
     OutputParams,
@@ -20,7 +26,7 @@ from protocol.models import (
     RewindParams,
     StatusParams,
 )
-from protocol.values import StopReason
+from protocol.values import Status, StopReason
 from sidecar.acp.permissions import request_params
 from sidecar.acp.server import RpcServer
 from sidecar.acp.session_config import SidecarCommand
@@ -28,14 +34,20 @@ from sidecar.acp.updates import session_update
 from sidecar.core.manager import SessionManager
 from sidecar.core.views import CompactionOutcome
 from sidecar.domain.errors import InvalidInput, InvalidState, SessionNotLive
-from sidecar.domain.records import iso
-from sidecar.domain.rules import parse_rules
+from sidecar.domain.records import SessionRecord, iso
+from sidecar.domain.rules import parse_rules, rules_to_json
 from sidecar.domain.titles import TITLE_CHARS
+from sidecar.wire import export as wire_export
 from sidecar.wire import transcript as wire_transcript
 from sidecar.wire.changes import changes_body, rewind_body
 from sidecar.wire.summary import summary
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+
+# An export returned in the result (no directory named) stays below this: a JSON-RPC
+# reply over stdio is one line every other reply waits behind.
+INLINE_EXPORT_MAX: Final = 1024 * 1024
+IMPORT_MAX: Final = 256 * 1024 * 1024  # bytes of an export file `_session/import` reads
 
 
 def compaction_result(outcome: CompactionOutcome) -> dict[str, Any]:
@@ -49,6 +61,67 @@ def compaction_result(outcome: CompactionOutcome) -> dict[str, Any]:
         result["contextFrom"] = outcome.context_from
         result["contextChars"] = outcome.context_chars
     return result
+
+
+def _absolute(field: str, path: str) -> str:
+    if "\x00" in path or not os.path.isabs(path):
+        raise InvalidInput(field, f"must be an absolute path, got {path!r}")
+    return os.path.normpath(path)
+
+
+async def _export_chunks(
+    record: SessionRecord, pages: AsyncIterator[list[dict[str, Any]]], *, markdown: bool
+) -> AsyncIterator[str]:
+    """The export's text, one piece per page of the transcript."""
+    if markdown:
+        yield wire_export.markdown_header(record)
+        async for page in pages:
+            yield "".join(wire_export.markdown_entry(row) for row in page)
+        return
+    yield wire_export.jsonl_header(record) + "\n"
+    async for page in pages:
+        yield "".join(wire_export.jsonl_row(row) + "\n" for row in page)
+
+
+async def _write_file(path: str, chunks: AsyncIterator[str]) -> int:
+    """Write next to `path`, then rename over it: a reader never sees half an export.
+    Owner-only (a transcript may hold secrets). Returns the bytes written."""
+    temporary = f"{path}.{os.getpid()}.partial"
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise InvalidInput("directory", f"cannot write {temporary}: {exc.strerror}") from None
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            async for chunk in chunks:
+                data = chunk.encode()
+                await asyncio.to_thread(out.write, data)
+                size += len(data)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise InvalidInput("directory", f"cannot write {path}: {exc.strerror}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return size
+
+
+def _read_export(path: str) -> str:
+    try:
+        with open(path, "rb") as source:
+            data = source.read(IMPORT_MAX + 1)
+    except OSError as exc:
+        raise InvalidInput("path", f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > IMPORT_MAX:
+        raise InvalidInput("path", f"{path} is over {IMPORT_MAX // (1024 * 1024)} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("path", f"{path} is not UTF-8 text ({exc.reason})") from None
 
 
 def _whole_characters(data: bytes) -> bytes:
@@ -83,6 +156,9 @@ class ExtensionHandlers:
             Method.CHANGES: self.changes,
             Method.OUTPUT: self.output,
             Method.REWIND: self.rewind,
+            Method.ARCHIVE: self.archive,
+            Method.EXPORT: self.export,
+            Method.IMPORT: self.import_session,
             Method.SHUTDOWN: self.shutdown,
         }
 
@@ -155,6 +231,75 @@ class ExtensionHandlers:
     async def rename(self, params: dict[str, Any]) -> dict[str, Any]:
         request = RenameParams.model_validate(params)
         return summary(await self.manager.settings.rename(request.session_id, request.title))
+
+    async def archive(self, params: dict[str, Any]) -> dict[str, Any]:
+        request = ArchiveParams.model_validate(params)
+        return summary(await self.manager.archive(request.session_id, request.archived))
+
+    async def export(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The session as JSON Lines (importable) or Markdown (for reading): written to
+        `<directory>/<sessionId>.jsonl|.md` when a directory is named, else returned."""
+        request = ExportParams.model_validate(params)
+        directory = None
+        if request.directory is not None:
+            directory = _absolute("directory", request.directory)
+            if not await asyncio.to_thread(os.path.isdir, directory):
+                raise InvalidInput("directory", f"no such directory: {directory}")
+        record, pages = await self.manager.export(request.session_id)
+        chunks = _export_chunks(record, pages, markdown=request.format == "markdown")
+        result: dict[str, Any] = {"format": request.format, "entries": record.message_count}
+        if directory is None:
+            parts: list[str] = []
+            size = 0
+            async for chunk in chunks:
+                size += len(chunk.encode())
+                if size > INLINE_EXPORT_MAX:
+                    raise InvalidInput(
+                        "directory",
+                        f"the export is over {INLINE_EXPORT_MAX // 1024} KiB, too large to "
+                        "return inline: name a directory to write it to",
+                    )
+                parts.append(chunk)
+            return {**result, "bytes": size, "content": "".join(parts)}
+        suffix = "md" if request.format == "markdown" else "jsonl"
+        path = os.path.join(directory, f"{record.session_id}.{suffix}")
+        size = await _write_file(path, chunks)
+        return {**result, "bytes": size, "path": path}
+
+    async def import_session(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A new session from a JSON Lines export: every line checked first, then the
+        session and its whole transcript stored in one transaction (all or nothing)."""
+        request = ImportParams.model_validate(params)
+        if request.path is not None:
+            text = await asyncio.to_thread(_read_export, _absolute("path", request.path))
+        else:
+            assert request.content is not None
+            text = request.content
+        # Split on newlines only: U+2028 and friends may sit unescaped inside JSON strings.
+        header, rows = wire_export.parse_jsonl(text.split("\n"))
+        exported = header.session
+        cwd = exported.cwd if request.cwd is None else _absolute("cwd", request.cwd)
+        template = SessionRecord(
+            session_id=exported.session_id,
+            cwd=cwd,
+            title=exported.title,
+            mode=exported.mode,
+            backend=exported.backend,
+            status=Status.CLOSED,
+            generation=1,
+            created_at=0.0,
+            updated_at=0.0,
+            model=exported.model,
+            context_from=exported.context_from,
+            summary_index=exported.summary_index,
+            usage_input=exported.usage.input_tokens,
+            usage_output=exported.usage.output_tokens,
+            approval=exported.approval,
+            sandbox=exported.sandbox,
+            rules=rules_to_json(parse_rules(exported.rules)),
+            turns=exported.turns,
+        )
+        return summary(await self.manager.import_session(template, rows))
 
     async def permissions(self, params: dict[str, Any]) -> dict[str, Any]:
         """The rules, and the calls waiting for consent (a new window shows their cards)."""

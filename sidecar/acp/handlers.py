@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -32,7 +33,7 @@ from pydantic import ValidationError
 
 from protocol.errors import ProtocolError
 from protocol.methods import Method
-from protocol.models import NewSessionMeta
+from protocol.models import ListMeta, NewSessionMeta
 from protocol.values import Approval, Mode, Sandbox, available_modes
 from sidecar.acp.extensions import ExtensionHandlers
 from sidecar.acp.server import RpcServer
@@ -53,11 +54,14 @@ from sidecar.core.manager import NewSession, SessionManager
 from sidecar.core.views import SessionView
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import Origin
+from sidecar.store.base import ListCursor
 from sidecar.wire.summary import summary
 
 LIST_PAGE = 100
 REPLAY_PAGE = 500
-CURSOR_DIGITS = 18  # a cursor is "c" and a row number; ours never have more digits
+# A cursor is "c", the last entry's row number, "_" and its updated_at (exact: repr).
+CURSOR_DIGITS = 18  # ours never have more digits
+CURSOR_CHARS = 64
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -105,15 +109,27 @@ def _choice(kind: type[E], value: str) -> E:
         raise InvalidInput("value", f"must be one of {allowed}, got {value!r}") from None
 
 
-def decode_cursor(cursor: str | None) -> int | None:
+def encode_cursor(cursor: ListCursor) -> str:
+    updated_at, seq = cursor
+    return f"c{seq}_{updated_at!r}"
+
+
+def decode_cursor(cursor: str | None) -> ListCursor | None:
     if cursor is None:
         return None
-    digits = cursor[1:]
-    if not cursor.startswith("c") or not digits.isascii() or not digits.isdigit():
-        raise InvalidInput("cursor", "not a cursor returned by session/list")
-    if len(digits) > CURSOR_DIGITS:
-        raise InvalidInput("cursor", "not a cursor returned by session/list")
-    return int(digits)
+    refused = InvalidInput("cursor", "not a cursor returned by session/list")
+    if not cursor.startswith("c") or len(cursor) > CURSOR_CHARS or not cursor.isascii():
+        raise refused
+    digits, _, stamp = cursor[1:].partition("_")
+    if not digits.isdigit() or len(digits) > CURSOR_DIGITS:
+        raise refused
+    try:
+        updated_at = float(stamp)
+    except ValueError:
+        raise refused from None
+    if not math.isfinite(updated_at):
+        raise refused
+    return updated_at, int(digits)
 
 
 def prompt_text(request: PromptRequest) -> str:
@@ -256,10 +272,22 @@ class AcpHandlers:
         return {}
 
     async def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Most recent activity first; `_meta.query` searches titles and transcript text,
+        `_meta.archived: true` lists the archived sessions instead of the others."""
         request = ListSessionsRequest.model_validate(params)
+        try:
+            meta = ListMeta.model_validate(_meta(params))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = "_meta." + ".".join(str(p) for p in first["loc"])
+            raise ProtocolError.invalid_params(field, first["msg"]) from None
         cwd = None if request.cwd is None else _absolute("cwd", request.cwd)
         views, next_cursor = await self.manager.list_page(
-            cwd=cwd, cursor=decode_cursor(request.cursor), limit=LIST_PAGE
+            cwd=cwd,
+            cursor=decode_cursor(request.cursor),
+            limit=LIST_PAGE,
+            query=meta.query,
+            archived=meta.archived,
         )
         sessions = []
         for view in views:
@@ -275,7 +303,7 @@ class AcpHandlers:
             )
         result: dict[str, Any] = {"sessions": sessions}
         if next_cursor is not None:
-            result["nextCursor"] = f"c{next_cursor}"
+            result["nextCursor"] = encode_cursor(next_cursor)
         return result
 
     async def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:

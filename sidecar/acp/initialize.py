@@ -12,16 +12,26 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from protocol.methods import EXTENSION_KEY, PROTOCOL_VERSION
 from protocol.version import VERSION
 
 
-class InitializeParams(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-    protocol_version: int = Field(alias="protocolVersion", ge=0, le=65535)
-    client_capabilities: dict[str, Any] | None = Field(default=None, alias="clientCapabilities")
+def client_capabilities(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The client's capabilities; malformed params are refused (ValidationError). Well-formed
+    params are read as they are; anything else goes through the pydantic model, imported
+    then (pydantic is not on the path to the first answer)."""
+    version = params.get("protocolVersion")
+    capabilities = params.get("clientCapabilities")
+    if (
+        type(version) is int
+        and 0 <= version <= 65535
+        and (capabilities is None or type(capabilities) is dict)
+        and params.keys() <= {"protocolVersion", "clientCapabilities", "_meta"}
+    ):
+        return capabilities
+    from sidecar.acp.initialize_model import InitializeParams
+
+    return InitializeParams.model_validate(params).client_capabilities
 
 
 @dataclass
@@ -32,8 +42,8 @@ class ClientOptions:
 
     extension_notifications: bool = False
 
-    def read(self, params: InitializeParams) -> None:
-        meta = (params.client_capabilities or {}).get("_meta")
+    def read(self, capabilities: dict[str, Any] | None) -> None:
+        meta = (capabilities or {}).get("_meta")
         ours = meta.get(EXTENSION_KEY) if isinstance(meta, dict) else None
         self.extension_notifications = isinstance(ours, dict) and ours.get("notifications") is True
 
@@ -76,7 +86,7 @@ def initialize_handler(
     provider_problem: str | None = None,
 ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
     async def initialize(params: dict[str, Any]) -> dict[str, Any]:
-        client.read(InitializeParams.model_validate(params))  # refuses malformed params
+        client.read(client_capabilities(params))  # refuses malformed params
         return initialize_result(store_problem(), provider_problem)
 
     return initialize

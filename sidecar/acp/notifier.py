@@ -11,7 +11,7 @@ from acp.helpers import text_block, tool_content, update_tool_call
 
 from sidecar.acp.initialize import ClientOptions
 from sidecar.acp.live_output import LiveOutput
-from sidecar.acp.updates import ViewOf, event_notification, session_update
+from sidecar.acp.updates import STATE_EVENTS, ViewOf, event_notification, session_update
 from sidecar.core.events import Event
 from sidecar.domain.events import ToolCallFinished, ToolOutputChunk
 
@@ -51,6 +51,8 @@ class AcpNotifier:
             live = self._live.get(event.session_id)
             if live is not None:
                 live.finish(body.call_id)
+        elif isinstance(body, STATE_EVENTS) and not self._client.extension_notifications:
+            return  # an extension notification nobody asked for: not even built
         notification = event_notification(event, self._view_of)
         if notification is None:
             return

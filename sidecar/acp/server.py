@@ -1,5 +1,5 @@
-"""The stdio JSON-RPC server: read lines, dispatch with jsonrpcserver, write replies,
-route the client's responses to our own requests.
+"""The stdio JSON-RPC server: read lines, dispatch them, write replies, route the
+client's responses to our own requests.
 
 Each request runs in its own task, so a long `session/prompt` never blocks a
 `session/cancel` or a `_session/status` behind it. Replies, notifications and our
@@ -8,6 +8,13 @@ and no `method` is a response: it goes to the pending request with that id, or i
 logged and dropped; it is never answered. Errors are mapped to wire codes once, by
 the one table in `sidecar/wire/errors.py`; handlers below this edge only raise
 sidecar errors.
+
+One valid request object for a registered method with named (or no) params -- every
+request a client normally sends -- goes straight to its handler and its reply dict is
+built here. Everything else (batches, bad JSON, invalid requests, unknown methods,
+positional params) is jsonrpcserver's, the dispatcher of record for those answers; it is
+imported on the first such message, not at start-up (its JSON-schema dependency costs
+~0.1 s of import).
 """
 
 from __future__ import annotations
@@ -18,16 +25,9 @@ import itertools
 import json
 import logging
 import math
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
-
-from jsonrpcserver import Error, Success, async_dispatch
-from jsonrpcserver.async_dispatcher import dispatch_request
-from jsonrpcserver.dispatcher import create_request, to_response
-from jsonrpcserver.request import Request
-from jsonrpcserver.response import to_serializable
-from jsonrpcserver.sentinels import NOID
-from pydantic import ValidationError
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import MAX_MESSAGE_BYTES, encode_message
@@ -52,11 +52,18 @@ class ClientError(Exception):
         self.data = data
 
 
+def _is_validation_error(exc: Exception) -> bool:
+    """A pydantic ValidationError, without importing pydantic: if it is not loaded, no
+    handler can have raised one (the start-up path never loads it)."""
+    core = sys.modules.get("pydantic_core")
+    return core is not None and isinstance(exc, core.ValidationError)
+
+
 def protocol_error(exc: Exception) -> ProtocolError:
     if isinstance(exc, ProtocolError):
         return exc
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
+    if _is_validation_error(exc):
+        first = exc.errors()[0]  # type: ignore[attr-defined]
         field = ".".join(str(part) for part in first["loc"]) or "params"
         return ProtocolError.invalid_params(field, first["msg"])
     if isinstance(exc, SidecarError):
@@ -107,29 +114,48 @@ def _is_response(message: Any) -> bool:
     )
 
 
+# A handler's outcome: (result, None) or (None, (code, message, data)); data is _NO_DATA
+# when the error carries none (jsonrpcserver then leaves "data" out).
+_NO_DATA: Any = object()
+Outcome = tuple[Any, "tuple[int, str, Any] | None"]
+
+
+async def call_handler(handler: Handler, params: dict[str, Any]) -> Outcome:
+    """Run one handler; every failure becomes its wire error here, once."""
+    try:
+        result = await handler(params)
+    except asyncio.CancelledError:
+        raise
+    except (ProtocolError, SidecarError) as exc:
+        error = protocol_error(exc)
+        return None, (error.code, error.message, error.data)
+    except UnicodeEncodeError:
+        # JSON may carry lone surrogates ("\\ud800"); paths, ids and SQLite text cannot.
+        # Raised before anything is written, so nothing changed.
+        error = ProtocolError.invalid_params(
+            "params", "text must be valid Unicode (no lone surrogates)"
+        )
+        return None, (error.code, error.message, error.data)
+    except Exception as exc:
+        if _is_validation_error(exc):
+            error = protocol_error(exc)
+            return None, (error.code, error.message, error.data)
+        log.exception("internal error in %s", getattr(handler, "__name__", "handler"))
+        error = ProtocolError.internal()
+        return None, (error.code, error.message, _NO_DATA)
+    return ({} if result is None else result), None
+
+
 def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
     """Adapt a `handler(params)` to jsonrpcserver: named params only, errors mapped here."""
+    from jsonrpcserver import Error, Success
 
     async def method(_context: object, **params: Any) -> Any:
-        try:
-            result = await handler(params)
-        except asyncio.CancelledError:
-            raise
-        except (ProtocolError, ValidationError, SidecarError) as exc:
-            error = protocol_error(exc)
-            return Error(error.code, error.message, error.data)
-        except UnicodeEncodeError:
-            # JSON may carry lone surrogates ("\\ud800"); paths, ids and SQLite text cannot.
-            # Raised before anything is written, so nothing changed.
-            error = ProtocolError.invalid_params(
-                "params", "text must be valid Unicode (no lone surrogates)"
-            )
-            return Error(error.code, error.message, error.data)
-        except Exception:
-            log.exception("internal error in %s", getattr(handler, "__name__", "handler"))
-            error = ProtocolError.internal()
-            return Error(error.code, error.message)
-        return Success({} if result is None else result)
+        result, error = await call_handler(handler, params)
+        if error is None:
+            return Success(result)
+        code, message, data = error
+        return Error(code, message) if data is _NO_DATA else Error(code, message, data)
 
     # jsonrpcserver binds params against inspect.signature() on every call; a precomputed
     # __signature__ makes that lookup immediate.
@@ -137,16 +163,48 @@ def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
     return method
 
 
+def _direct(parsed: Any, handlers: dict[str, Handler]) -> tuple[Handler, dict[str, Any]] | None:
+    """The handler and params of one valid request object for a registered method with
+    named or no params; None for anything jsonrpcserver must answer."""
+    if type(parsed) is not dict or parsed.get("jsonrpc") != "2.0" or parsed.keys() - _REQUEST_KEYS:
+        return None
+    method = parsed.get("method")
+    handler = handlers.get(method) if type(method) is str else None
+    if handler is None:
+        return None
+    params = parsed.get("params", _NO_DATA)
+    if params is _NO_DATA:
+        params = {}
+    elif type(params) is not dict or "_context" in params:
+        # Positional params, or a name jsonrpcserver's binding refuses: its answer.
+        return None
+    if "id" in parsed and not _valid_id(parsed["id"]):
+        return None
+    return handler, params
+
+
 class RpcServer:
     def __init__(self, writer: LineWriter) -> None:
         self._writer = writer
-        self._methods: dict[str, Callable[..., Awaitable[Any]]] = {}
+        self._handlers: dict[str, Handler] = {}
+        self._wrapped: dict[str, Callable[..., Awaitable[Any]]] | None = None  # jsonrpcserver's
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[Any]] = {}
 
     def register(self, name: str, handler: Handler) -> None:
-        self._methods[name] = wrap(handler)
+        self._handlers[name] = handler
+        self._wrapped = None
+
+    def _methods(self) -> dict[str, Callable[..., Awaitable[Any]]]:
+        """The handlers as jsonrpcserver methods, made when it first needs them."""
+        if self._wrapped is None:
+            self._wrapped = {name: wrap(handler) for name, handler in self._handlers.items()}
+        return self._wrapped
+
+    def in_flight(self) -> int:
+        """Requests dispatched and not yet answered."""
+        return sum(not task.done() for task in self._tasks)
 
     async def writer_drained(self, backlog: int = WRITE_BACKLOG) -> None:
         await self._writer.below(backlog)
@@ -251,16 +309,6 @@ class RpcServer:
             encode_message({"jsonrpc": "2.0", "error": error.to_error_object(), "id": request_id})
         )
 
-    def _single(self, parsed: Any) -> Request | None:
-        """The request, if `parsed` is one valid request object; None sends it the full way."""
-        if type(parsed) is not dict:
-            return None
-        try:
-            validate_request(parsed)
-        except ValueError:
-            return None
-        return create_request(parsed)
-
     async def _handle(self, line: bytes) -> None:
         try:
             text = line.decode("utf-8")
@@ -275,30 +323,56 @@ class RpcServer:
             if _is_response(parsed):
                 self._take_response(parsed)
                 return
-            single = self._single(parsed)
-            if single is not None:
-                # The common case, one request object: jsonrpcserver's own dispatch step
-                # (method lookup, params binding, the call, the response), without its
-                # pipeline's re-parse, batch gather and monad chain around it.
-                request, result = await dispatch_request(self._methods, self, single)
-                if request.id is not NOID:
-                    reply = to_serializable(to_response(request, result))
-                    self._writer.send(encode_message(reply))
+            direct = _direct(parsed, self._handlers)
+            if direct is not None:
+                # The common case: straight to the handler, the reply built here, as
+                # jsonrpcserver would build it.
+                result, error = await call_handler(*direct)
+                if "id" not in parsed:
+                    return  # a notification: never answered
+                if error is None:
+                    reply = {"jsonrpc": "2.0", "result": result, "id": parsed["id"]}
+                else:
+                    code, message, data = error
+                    body = {"code": code, "message": message}
+                    if data is not _NO_DATA:
+                        body["data"] = data
+                    reply = {"jsonrpc": "2.0", "error": body, "id": parsed["id"]}
+                self._writer.send(encode_message(reply))
                 return
-            # Everything else (bad JSON, invalid requests, batches) takes the full path.
-            response = await async_dispatch(
-                text,
-                methods=self._methods,
-                context=self,
-                validator=validate_request,
-                serializer=_serialize,
-            )
+            response = await self._dispatch_full(text, parsed)
         except Exception:
             log.exception("dispatch failed")
             self._reply_error(None, ProtocolError.internal())
             return
         if response:
-            self._writer.send(response.encode("utf-8") + b"\n")
+            self._writer.send(response)
+
+    async def _dispatch_full(self, text: str, parsed: Any) -> bytes | None:
+        """jsonrpcserver's answer: its one-request step for a valid request object (an
+        unknown method, positional params), its whole pipeline for anything else (bad
+        JSON, invalid requests, batches)."""
+        from jsonrpcserver import async_dispatch
+        from jsonrpcserver.async_dispatcher import dispatch_request
+        from jsonrpcserver.dispatcher import create_request, to_response
+        from jsonrpcserver.response import to_serializable
+        from jsonrpcserver.sentinels import NOID
+
+        methods = self._methods()
+        if type(parsed) is dict:
+            try:
+                validate_request(parsed)
+            except ValueError:
+                pass
+            else:
+                request, result = await dispatch_request(methods, self, create_request(parsed))
+                if request.id is NOID:
+                    return None
+                return encode_message(to_serializable(to_response(request, result)))
+        response = await async_dispatch(
+            text, methods=methods, context=self, validator=validate_request, serializer=_serialize
+        )
+        return response.encode("utf-8") + b"\n" if response else None
 
     async def drain(self, timeout: float) -> None:
         """Wait for in-flight requests to answer; cancel what is still running after `timeout`."""

@@ -23,7 +23,7 @@ from acp.helpers import (
     update_tool_call,
     update_user_message_text,
 )
-from acp.schema import SessionInfoUpdate, SessionNotification, ToolCallLocation, UsageUpdate
+from acp.schema import SessionInfoUpdate, SessionNotification, ToolCallLocation
 
 from protocol.methods import Method
 from sidecar.core.events import Event
@@ -78,24 +78,35 @@ def _locations(locations: Iterable[Location]) -> list[ToolCallLocation] | None:
     return found or None
 
 
+# The events that become our `_session/state` extension notification (and nothing else).
+STATE_EVENTS = (StateChanged, PermissionAsked, PermissionSettled, McpServersChanged)
+
+
+def _chunk(session_id: str, kind: str, text: str) -> Notification:
+    """What `session_update(session_id, update_agent_message_text(text))` (or the thought
+    variant) dumps to, built directly: a turn streams many of these
+    (tests/test_acp_interop.py checks the SDK's models parse it unchanged)."""
+    update = {"content": {"text": text, "type": "text"}, "sessionUpdate": kind}
+    return Method.SESSION_UPDATE, {"sessionId": session_id, "update": update}
+
+
 def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
     """The notification a numbered event becomes, or None (turn ends: the prompt's answer
     says it; compactions: the compact request's answer)."""
     session_id, body = event.session_id, event.body
-    if isinstance(body, StateChanged | PermissionAsked | PermissionSettled | McpServersChanged):
+    if isinstance(body, AgentTextChunk):
+        return _chunk(session_id, "agent_message_chunk", body.text)
+    if isinstance(body, STATE_EVENTS):
         return Method.STATE, summary(view_of(body.record))
     if isinstance(body, UserMessageAdded):
         if body.origin is Origin.ACP:
             return None  # the ACP client sent it; echoing it back makes clients show it twice
         return session_update(session_id, update_user_message_text(body.text))
-    if isinstance(body, AgentTextChunk):
-        return session_update(session_id, update_agent_message_text(body.text))
     if isinstance(body, AgentThoughtChunk):
-        return session_update(session_id, update_agent_thought_text(body.text))
+        return _chunk(session_id, "agent_thought_chunk", body.text)
     if isinstance(body, UsageUpdated):
-        return session_update(
-            session_id, UsageUpdate(session_update="usage_update", used=body.used, size=body.size)
-        )
+        usage = {"used": body.used, "size": body.size, "sessionUpdate": "usage_update"}
+        return Method.SESSION_UPDATE, {"sessionId": session_id, "update": usage}
     if isinstance(body, TitleChanged):
         return session_update(
             session_id,

@@ -38,6 +38,10 @@ class TurnHost(Protocol):
     async def record(self, entry: Entry) -> None:
         """Append to the transcript (fenced) and to the provider context."""
 
+    def record_last(self, entry: Entry) -> None:
+        """The turn's last entry (the loop returns right after): written together with the
+        end of the turn, in the same transaction, before the turn is answered."""
+
     def provider_context(self) -> list[ChatMessage]:
         """System prompt plus the context, in Chat Completions form."""
 

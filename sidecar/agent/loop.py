@@ -64,20 +64,16 @@ async def run_turn(host: TurnHost) -> TurnOutcome:
         # A reply cut short (max tokens, refusal) may carry half-written tool calls: none run.
         calls = [] if stopped is not None else reply.tool_calls
         requests = tuple(ToolCallRequest(c.id, c.name, c.arguments) for c in calls)
-        await host.record(
-            AssistantEntry(
-                reply.text,
-                requests,
-                thought=reply.thought,
-                thought_signature=reply.thought_signature,
-            )
+        entry = AssistantEntry(
+            reply.text, requests, thought=reply.thought, thought_signature=reply.thought_signature
         )
         if reply.text:
             final_text = reply.text
-        if stopped is not None:
-            return TurnOutcome(final_text, stopped)
-        if not calls:
-            return TurnOutcome(final_text, StopReason.END_TURN)
+        if stopped is not None or not calls:
+            # The turn's last row: the host writes it with the end of the turn (one write).
+            host.record_last(entry)
+            return TurnOutcome(final_text, StopReason.END_TURN if stopped is None else stopped)
+        await host.record(entry)
         for call in calls:
             await _run_tool_call(host, call)
     return TurnOutcome(final_text, StopReason.MAX_TURN_REQUESTS)

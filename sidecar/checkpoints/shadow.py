@@ -36,6 +36,10 @@ FIRST_TURN: Final = "first-turn"
 SKIPPED: Final = "skipped.json"
 MAX_DIFF_BYTES: Final = 512 * 1024
 _PATH_CHUNK: Final = 500  # paths per git argv (well inside ARG_MAX)
+# Snapshots staging only the paths git listed, between two that stage with a whole
+# `add -A` pass (which also refreshes git's stat and untracked caches: a file touched but
+# not changed is otherwise compared by content by every listing until then).
+_FULL_PASS_EVERY: Final = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,7 @@ class ShadowRepo:
         self.max_file_bytes = max_file_bytes
         self._git = git
         self._lock = asyncio.Lock()  # one mutating operation at a time
+        self._since_full_pass = _FULL_PASS_EVERY  # the first snapshot stages everything
 
     async def _run(
         self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)
@@ -144,11 +149,29 @@ class ShadowRepo:
         cache)."""
         async with self._lock:
             self._clear_stale_lock()
-            skipped = await self._refresh_skipped()
-            # --ignore-errors: an unreadable file is left out, the others still go in.
-            await self._run("add", "-A", "--ignore-errors", ok=(0, 1))
+            skipped, changed = await self._refresh_skipped()
+            await self._stage(changed)
             tree = (await self._run("write-tree")).decode().strip()
             return Snapshot(tree, skipped)
+
+    async def _stage(self, changed: list[str] | None) -> None:
+        """Bring the index to the work tree. `changed`: the paths git just listed as new,
+        modified or deleted (nothing else can differ), or None when the exclusions changed
+        since that listing (then only a whole pass knows what is in)."""
+        self._since_full_pass += 1
+        if changed is not None and self._since_full_pass < _FULL_PASS_EVERY:
+            if not changed:
+                return
+            listed = b"".join(p.encode(errors="surrogateescape") + b"\0" for p in changed)
+            try:
+                await self._run("update-index", "--add", "--remove", "-z", "--stdin", stdin=listed)
+                return
+            except CheckpointError:
+                pass  # a path git takes only in a whole pass (unreadable, a file now a dir)
+        # One pass over the tree; --ignore-errors: an unreadable file is left out, the
+        # others still go in.
+        await self._run("add", "-A", "--ignore-errors", ok=(0, 1))
+        self._since_full_pass = 0
 
     def _load_skipped(self) -> dict[str, str]:
         try:
@@ -183,10 +206,11 @@ class ShadowRepo:
             return f"larger than {self.max_file_bytes} bytes"
         return None
 
-    async def _refresh_skipped(self) -> tuple[Skipped, ...]:
+    async def _refresh_skipped(self) -> tuple[tuple[Skipped, ...], list[str] | None]:
         """Decide what this snapshot leaves out, and tell git (info/exclude). Looks only at
         new and modified files (git lists them from its caches) and at what was skipped
-        before: an unchanged tree costs no extra stats."""
+        before: an unchanged tree costs no extra stats. Also the listed paths that go in
+        (None when the exclusions changed: the listing was made under the old ones)."""
         before = self._load_skipped()
         # One pass: new files ("? path") and changed tracked ones ("C path"), from git's
         # caches (the untracked cache, the index's stat data).
@@ -205,12 +229,14 @@ class ShadowRepo:
             reason = self._reason(path)
             if reason is not None:
                 now[path] = reason
+        changed: list[str] | None = sorted((candidates | tracked_changed) - set(now))
         if now != before or not (self.git_dir / "info" / "exclude").exists():
             self._write_excludes(now)
+            changed = None
         newly_out = sorted(p for p in now if p in tracked_changed)
         for chunk in _chunks(newly_out):
             await self._run("rm", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
-        return tuple(Skipped(path, reason) for path, reason in sorted(now.items()))
+        return tuple(Skipped(path, reason) for path, reason in sorted(now.items())), changed
 
     def _write_excludes(self, skipped: dict[str, str]) -> None:
         lines = ["# written by acp-session-host: what checkpoints leave out"]

@@ -11,6 +11,7 @@ from typing import Final
 from sidecar.checkpoints.git import git_binary
 from sidecar.checkpoints.history import history, rewind_ref, turn_ref
 from sidecar.checkpoints.shadow import ShadowRepo
+from sidecar.core.trash import move_aside
 from sidecar.domain.errors import CheckpointError
 
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
@@ -48,6 +49,12 @@ class CheckpointStore:
             raise CheckpointError(problem)
         assert self._git is not None
         return ShadowRepo(self._dir(session_id), cwd, self.max_file_bytes, self._git)
+
+    def detach(self, session_id: str) -> Path | None:
+        """Move the session's repository aside (`sidecar.core.trash`); where it went."""
+        if self.root is None:
+            return None
+        return move_aside(self._dir(session_id))
 
     async def remove(self, session_id: str) -> None:
         if self.root is None:

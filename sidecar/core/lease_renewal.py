@@ -4,7 +4,10 @@ Every lease this process holds is renewed in one statement every third of the le
 time, whatever their number; each round first measures the store's clock again, so
 expiries stay on the store's clock even if this host's clock is stepped. A session another process took over meanwhile (after we
 were frozen past the expiry, say) is not in the renewed set any more: its runtime here
-is dropped, unwritten (its writes would be fenced anyway).
+is dropped, unwritten (its writes would be fenced anyway). A lease renewed for a
+session with no runtime here (its close could not write `closed` while the store was
+away) is released: otherwise we would keep it, and every other host off it, for as
+long as we live.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ class LeaseRenewal:
         leases: Leases,
         registry: RuntimeRegistry[SessionRuntime],
         drop: Callable[[SessionRuntime], Coroutine[Any, Any, None]],
+        release: Callable[[str], Coroutine[Any, Any, None]],
     ) -> None:
         self._store = store
         self._leases = leases
         self._registry = registry
         self._drop = drop
+        self._release = release
         self._task: asyncio.Task[None] | None = None
         self._dropping: set[asyncio.Task[None]] = set()
 
@@ -67,6 +72,11 @@ class LeaseRenewal:
                     "session %s was taken over elsewhere; stopping here", runtime.session_id
                 )
                 runtime.superseded = True
-                task = asyncio.create_task(self._drop(runtime))
-                self._dropping.add(task)
-                task.add_done_callback(self._dropping.discard)
+                self._background(self._drop(runtime))
+        for session_id in held.difference(self._registry.ids()):
+            self._background(self._release(session_id))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)

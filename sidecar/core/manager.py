@@ -12,7 +12,9 @@ import asyncio
 import logging
 import os
 import uuid
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from protocol.values import Approval, Backend, Mode, RewindScope, Sandbox, Status
 from sidecar.agent.context import PageReader
@@ -29,6 +31,7 @@ from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.rewind import ContextState, context_at, locate_turn
 from sidecar.core.runtime import RuntimeDeps, SessionRuntime
 from sidecar.core.settings import SessionSettings
+from sidecar.core.trash import Trash
 from sidecar.core.views import (
     Awaiting,
     CompactionOutcome,
@@ -52,11 +55,13 @@ from sidecar.domain.events import Origin, StateChanged
 from sidecar.domain.files import TurnChanges
 from sidecar.domain.records import LIVE_STATES, SessionRecord, check_transition, now
 from sidecar.domain.transcript import Entry, from_row
+from sidecar.store.base import ListCursor
 
 log = logging.getLogger(__name__)
 
 FORK_TITLE_MAX = 200
 MAX_TURN_PAGE = 1000  # entries in one page of whole turns
+EXPORT_PAGE = 500  # transcript rows read at a time by an export
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +109,11 @@ class SessionManager:
         self._shutting_down = False
         self.settings = SessionSettings(self)
         self._renewal = LeaseRenewal(
-            self.store, self._leases, self._registry, self._close_superseded
+            self.store, self._leases, self._registry, self._close_superseded, self._release
         )
         status = deps.runtime.sandbox
         self._sandbox_problem = None if status.available else status.reason
+        self._trash = Trash()
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -119,6 +125,8 @@ class SessionManager:
     def view_of(self, record: SessionRecord) -> SessionView:
         problem = self._sandbox_problem
         runtime = self.runtime(record.session_id)
+        if runtime is not None and (runtime.superseded or runtime.generation < record.generation):
+            runtime = None  # taken over: a newer generation runs elsewhere, this one is let go
         if runtime is not None:
             waiting = next(iter(runtime.approvals.pending.values()), None)
             awaiting = None
@@ -146,9 +154,18 @@ class SessionManager:
         return self.view_of(await self.store.get(session_id))
 
     async def list_page(
-        self, *, cwd: str | None, cursor: int | None, limit: int
-    ) -> tuple[list[SessionView], int | None]:
-        records, next_cursor = await self.store.list_page(cwd=cwd, cursor=cursor, limit=limit)
+        self,
+        *,
+        cwd: str | None,
+        cursor: ListCursor | None,
+        limit: int,
+        query: str | None = None,
+        archived: bool = False,
+    ) -> tuple[list[SessionView], ListCursor | None]:
+        """Most recent activity first; `query` searches titles and transcript text."""
+        records, next_cursor = await self.store.list_page(
+            cwd=cwd, cursor=cursor, limit=limit, query=query, archived=archived
+        )
         return [self.view_of(record) for record in records], next_cursor
 
     async def messages(
@@ -188,8 +205,26 @@ class SessionManager:
     # ---- leases and reconciliation -------------------------------------------------------
 
     def _orphaned(self, record: SessionRecord) -> bool:
-        """Live-looking, but no process runs it: none of ours, and its lease holder is gone."""
-        return record.session_id not in self._registry and self._leases.orphaned(record, now())
+        """Live-looking, but no process runs it: none of ours, and its lease holder is gone,
+        or is this process (whose runtime closed without writing so: the store was away).
+        Callers hold the session's lock, so a create or resume of ours is not half-way."""
+        if record.session_id in self._registry:
+            return False
+        return record.lease_owner == self._leases.owner or self._leases.orphaned(record, now())
+
+    async def _release(self, session_id: str) -> None:
+        """A lease this process holds with no runtime here: closed now (reconciled), so no
+        host waits on a lease we would otherwise renew for as long as we live."""
+        try:
+            async with self.locks.hold(session_id):
+                if session_id in self._registry:
+                    return  # created or resumed meanwhile
+                record = await self.store.reconcile_one(session_id, self._orphaned)
+        except SidecarError as exc:  # deleted meanwhile, or the store is away: next round
+            log.info("session %s: releasing its lease failed: %s", session_id, exc)
+            return
+        log.info("session %s: closed, its runtime was gone (lease released)", session_id)
+        self.events.publish(session_id, StateChanged(record))
 
     async def claimable(self, session_id: str, action: str) -> SessionRecord:
         """The record, with orphaned live state reconciled (this row only); LeaseHeld if a
@@ -207,6 +242,8 @@ class SessionManager:
         """Start-up: records left live by processes that are gone become closed; those a
         live sidecar elsewhere holds are left alone."""
         changed = await self.store.reconcile_orphans(self._orphaned)
+        # What a previous process moved aside at a delete and did not get to remove.
+        self._trash.sweep((self._deps.runtime.checkpoints.root, self._deps.runtime.spools.root))
         for record in changed:
             log.info(
                 "reconciled session %s: closed%s",
@@ -446,6 +483,61 @@ class SessionManager:
                     log.warning("fork %s: checkpoints not copied: %s", record.session_id, exc)
             return await self._start(await self.store.fork(session_id, record, upto))
 
+    # ---- the session library: archive, export, import ----------------------------------
+
+    async def archive(self, session_id: str, archived: bool) -> SessionView:
+        """Any session, live or not (a live one stays live: archiving only hides it from
+        the default listing)."""
+        record = await self.store.update_metadata(session_id, archived=archived)
+        runtime = self.runtime(session_id)
+        if runtime is not None:
+            runtime.record = runtime.record.replace(archived=record.archived)
+        self.events.publish(session_id, StateChanged(record))
+        return self.view_of(record)
+
+    async def export(
+        self, session_id: str
+    ) -> tuple[SessionRecord, AsyncIterator[list[dict[str, Any]]]]:
+        """The record and its whole transcript in pages, as of now: rows a running turn
+        appends meanwhile are not included (the record counts what is exported)."""
+        record = await self.store.get(session_id)
+
+        async def pages() -> AsyncIterator[list[dict[str, Any]]]:
+            for offset in range(0, record.message_count, EXPORT_PAGE):
+                limit = min(EXPORT_PAGE, record.message_count - offset)
+                yield await self.store.messages(session_id, offset, limit)
+
+        return record, pages()
+
+    async def import_session(
+        self, exported: SessionRecord, rows: Sequence[dict[str, Any]]
+    ) -> SessionView:
+        """A new session (new id, closed: resume it to work in it) with the exported
+        settings and `rows` as its transcript, in one store transaction. `exported` is
+        the export's record; its id becomes `imported_from`. Its MCP servers are not
+        taken (an export never holds them)."""
+        self._refuse_if_shutting_down()
+        cwd = _existing_dir(exported.cwd)
+        created = now()
+        record = exported.replace(
+            session_id=f"sess_{uuid.uuid4().hex}",
+            cwd=cwd,
+            status=Status.CLOSED,
+            generation=1,
+            created_at=created,
+            updated_at=created,
+            last_error=None,
+            interrupted=False,
+            message_count=0,
+            forked_from=None,
+            lease_owner=None,
+            lease_expires=None,
+            mcp_servers="[]",
+            archived=False,
+            imported_from=exported.session_id,
+        )
+        return self.view_of(await self.store.insert_with_transcript(record, rows))
+
     def _reader(self, session_id: str) -> PageReader:
         async def read(offset: int, limit: int) -> list[Entry]:
             return [from_row(row) for row in await self.store.messages(session_id, offset, limit)]
@@ -461,12 +553,15 @@ class SessionManager:
                 raise RuntimeLive(session_id, "delete")
             await self.store.delete(session_id)
             self.events.forget(session_id)
+            runtime = self._deps.runtime
             try:
-                await self._deps.runtime.checkpoints.remove(session_id)
-                await asyncio.to_thread(self._deps.runtime.spools.remove, session_id)
+                # Moved aside now (a rename each), removed after the answer (core/trash.py).
+                aside = [runtime.checkpoints.detach(session_id), runtime.spools.detach(session_id)]
             except OSError as exc:
                 # The session is gone; its files stay until removed by hand: say where.
                 log.error("session %s deleted, but not all its files were: %s", session_id, exc)
+                return
+            self._trash.remove_later(aside)
 
     # ---- turns and settings --------------------------------------------------------------
 

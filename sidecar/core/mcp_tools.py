@@ -15,21 +15,22 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.values import Mode, Sandbox
 from sidecar.agent import sandbox
 from sidecar.agent.mcp import (
     HttpServer,
     McpCallResult,
-    McpHub,
-    ServerStatus,
     StdioServer,
     ToolSpec,
     parse_servers,
 )
 from sidecar.agent.sandbox import SandboxStatus
 from sidecar.core.views import McpServerView
+
+if TYPE_CHECKING:
+    from sidecar.agent.mcp.hub import McpHub, ServerStatus
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class McpTools:
         specs = specs_from_json(definitions)
         if not specs:
             return
+        from sidecar.agent.mcp.hub import McpHub  # the MCP SDK: loaded with the first servers
+
         self._hub = McpHub(
             specs,
             start_timeout=settings.start_timeout,

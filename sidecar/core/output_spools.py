@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
+from sidecar.core.trash import move_aside
 from sidecar.domain.errors import InvalidInput
 
 DEFAULT_SPOOL_CAP: Final = 64 * 1024 * 1024
@@ -83,6 +84,10 @@ class OutputSpools:
             raise InvalidInput(
                 "toolCallId", f"no output is kept for tool call {call_id!r} of this session"
             ) from None
+
+    def detach(self, session_id: str) -> Path | None:
+        """Move the session's spools aside (`sidecar.core.trash`); where they went."""
+        return move_aside(self._dir(session_id))
 
     def remove(self, session_id: str) -> None:
         directory = self._dir(session_id)

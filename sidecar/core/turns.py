@@ -72,6 +72,7 @@ class TurnRunner:
         self._context: ProviderContext | None = None
         self._usage = Usage()  # of the running turn (or compaction)
         self._turn: int | None = None  # the running turn's number (None: not a turn)
+        self._last: Entry | None = None  # the turn's last row, written with its end
         # (transcript length, turns) when the running turn began: a fork copies up to here.
         self.before_turn: tuple[int, int] | None = None
 
@@ -188,6 +189,7 @@ class TurnRunner:
         self._cancel_requested = False
         self._usage = Usage()
         self._turn = None
+        self._last = None
         supervisor = asyncio.create_task(self._supervise(claim, work, on_cancel, after))
         self._supervisor = supervisor
         supervisor.add_done_callback(self._released)
@@ -265,10 +267,16 @@ class TurnRunner:
     async def _end(
         self, new: Status, last_error: str | None = None, *, cancelled: bool = False
     ) -> None:
-        """Write the end of the turn (and, for a cancelled prompt, its marker) in one write."""
+        """Write the end of the turn in one write: the state, the usage totals, and the
+        turn's last row (its final reply, or a cancelled prompt's marker)."""
         runtime = self._runtime
-        # While closing, close owns the state; a superseded runtime writes nothing.
+        last, self._last = self._last, None
+        # While closing, close owns the state, but the reply still joins the transcript; a
+        # superseded runtime's write is fenced by the store. Either way a reply that could
+        # not be recorded fails the prompt: nothing is acknowledged that is not stored.
         if runtime.status is not Status.RUNNING or runtime.closed or runtime.superseded:
+            if last is not None:
+                await self._record_alone(last, required=True)
             return
         usage = self._usage
         # The turn's token counts join the session's totals in the same write.
@@ -279,10 +287,22 @@ class TurnRunner:
         if last_error is not None:
             totals["last_error"] = last_error
         marker = cancelled_marker() if cancelled and self._turn is not None else None
+        if last is not None and marker is not None:
+            await self._record_alone(last)  # not reached today: a final reply ends the work
+            last = None
         try:
-            await runtime.transition(new, append=marker, **totals)
+            ended = await runtime.transition(
+                new, append=marker if marker is not None else last, **totals
+            )
         except StaleGeneration:
-            pass
+            if last is None:
+                return
+            # The reply could not be recorded: the turn fails as its own write would have.
+            log.warning(
+                "session %s: generation %s superseded", runtime.session_id, runtime.generation
+            )
+            self._context = None
+            raise
         except StoreError as exc:
             # The record cannot follow; the runtime still must not take turns it cannot
             # record. Clients are told (the state as it is here; close releases the runtime
@@ -293,6 +313,27 @@ class TurnRunner:
                 status=Status.ERROR, last_error=f"cannot record the end of the turn: {exc}"
             )
             runtime.events.publish(StateChanged(runtime.record))
+            if last is not None:
+                self._context = None  # the reply is not in the store: reload what is
+                raise  # and the prompt is not answered as if it were
+            return
+        if last is not None and self._context is not None:
+            self._context.append(ended.message_count - 1, last)
+
+    async def _record_alone(self, entry: Entry, *, required: bool = False) -> None:
+        """Append the turn's last row by itself; `required`: a failure is raised (the
+        prompt's answer depends on it), else logged."""
+        try:
+            await self.record(entry)
+        except (StaleGeneration, StoreError) as exc:
+            log.warning(
+                "session %s: the turn's last row was not recorded: %s",
+                self._runtime.session_id,
+                exc,
+            )
+            self._context = None
+            if required:
+                raise
 
     # ---- TurnHost --------------------------------------------------------------------------
 
@@ -311,6 +352,9 @@ class TurnRunner:
     @property
     def provider(self) -> Provider:
         return self._runtime.provider
+
+    def record_last(self, entry: Entry) -> None:
+        self._last = entry  # `_end` writes it with the turn's state
 
     async def record(self, entry: Entry) -> None:
         runtime = self._runtime

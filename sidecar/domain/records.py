@@ -78,6 +78,8 @@ class SessionRecord:
     # The MCP servers the client asked for, as given (JSON; may hold secrets: env, headers).
     mcp_servers: str = "[]"
     turns: int = 0  # user messages so far: turn N is the N-th (set with the message itself)
+    archived: bool = False  # hidden from the default session list (metadata: any sidecar)
+    imported_from: str | None = None  # the session id an imported export was taken from
 
     def replace(self, **changes: Any) -> SessionRecord:
         return dataclasses.replace(self, **changes)
@@ -107,7 +109,7 @@ UPDATABLE_FIELDS: Final[frozenset[str]] = frozenset(
 )
 # Fields any sidecar may change without holding the session (a rename of a closed
 # session, say): written alone, so they never clobber what a live runtime writes.
-METADATA_FIELDS: Final[frozenset[str]] = frozenset({"title", "rules"})
+METADATA_FIELDS: Final[frozenset[str]] = frozenset({"title", "rules", "archived"})
 DEFAULT_TITLE: Final = "Untitled session"
 
 

@@ -6,7 +6,11 @@ Rules every implementation keeps (the contract suite in tests/ checks them):
   refused with StaleGeneration unless it is the record's current one and the record is
   not `closed` (the rule itself is `domain.changes.check_fence`).
 - Appending a row costs the same at row 10 and row 100,000.
-- Listing never reads transcripts. Paging is by an opaque integer cursor.
+- Listing without a query never reads transcripts. Listing is by last activity (updated_at,
+  newest first; ties by insertion, newest first) and pages by a keyset cursor
+  (`ListCursor`: the last entry's updated_at and insertion number). A search query is
+  answered from an index kept in step by the same transaction as each write (SQLite
+  FTS5, PostgreSQL GIN); the memory store scans.
 - Every multi-row change is one transaction; write errors raise StoreError.
 - The store only persists: every record change it makes comes from `domain.changes`.
 - The methods are coroutines so that a store on the network (PostgreSQL) never blocks
@@ -21,7 +25,7 @@ keeps them as they are.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypedDict, runtime_checkable
 
 from typing_extensions import Unpack
@@ -31,6 +35,8 @@ from sidecar.domain.records import SessionRecord
 from sidecar.domain.transcript import interrupted_marker, to_row
 
 Row = Mapping[str, Any]
+# Where the next page of a listing starts: (updated_at, seq) of the last entry returned.
+ListCursor = tuple[float, int]
 
 # Appended to a transcript whose turn was cut off by a sidecar that died.
 INTERRUPTED_MARKER: Final[dict[str, Any]] = to_row(interrupted_marker())
@@ -71,9 +77,18 @@ class SessionStore(Protocol):
         """Raises SessionNotFound."""
 
     async def list_page(
-        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
-    ) -> tuple[list[SessionRecord], int | None]:
-        """Newest first. Returns the page and the cursor of the next page (None at the end)."""
+        self,
+        *,
+        cwd: str | None = None,
+        cursor: ListCursor | None = None,
+        limit: int = 100,
+        query: str | None = None,
+        archived: bool | None = False,
+    ) -> tuple[list[SessionRecord], ListCursor | None]:
+        """Most recent activity first. Returns the page and the cursor of the next page
+        (None at the end). `query`: only sessions with every word of it (`store.search`)
+        in their title or transcript. `archived`: False (default) only those not archived,
+        True only archived ones, None all."""
 
     async def update(
         self,
@@ -88,7 +103,12 @@ class SessionStore(Protocol):
         message land together or not at all). Returns the new record."""
 
     async def update_metadata(
-        self, session_id: str, *, title: str | None = None, rules: str | None = None
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        rules: str | None = None,
+        archived: bool | None = None,
     ) -> SessionRecord:
         """Unfenced change of METADATA_FIELDS (any sidecar may rename a session, live or
         not); only those columns are written. Raises SessionNotFound."""
@@ -120,6 +140,13 @@ class SessionStore(Protocol):
         """Insert `record` (a new id, message_count 0) with a copy of the source's first
         `upto` rows, in one transaction. Returns the stored record. Raises
         SessionNotFound for the source, StoreError if the new id exists."""
+
+    async def insert_with_transcript(
+        self, record: SessionRecord, rows: Sequence[Row]
+    ) -> SessionRecord:
+        """Insert `record` (a new id, message_count 0) with `rows` as its whole transcript,
+        in one transaction (an import: all or nothing). Returns the stored record. Raises
+        StoreError if the id exists or a row cannot be stored."""
 
     async def delete(self, session_id: str) -> None:
         """Remove record and transcript in one transaction. Raises SessionNotFound."""

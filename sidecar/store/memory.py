@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from typing_extensions import Unpack
@@ -12,7 +14,8 @@ from typing_extensions import Unpack
 from sidecar.domain import changes as change
 from sidecar.domain.errors import SessionNotFound, StoreError
 from sidecar.domain.records import LIVE_STATES, SessionRecord, now
-from sidecar.store.base import INTERRUPTED_MARKER, OrphanTest, RecordChanges, Row
+from sidecar.store import search
+from sidecar.store.base import INTERRUPTED_MARKER, ListCursor, OrphanTest, RecordChanges, Row
 
 
 class MemorySessionStore:
@@ -43,21 +46,42 @@ class MemorySessionStore:
         return self._get(session_id)
 
     async def list_page(
-        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
-    ) -> tuple[list[SessionRecord], int | None]:
-        ordered = sorted(self._seq.items(), key=lambda item: item[1], reverse=True)
+        self,
+        *,
+        cwd: str | None = None,
+        cursor: ListCursor | None = None,
+        limit: int = 100,
+        query: str | None = None,
+        archived: bool | None = False,
+    ) -> tuple[list[SessionRecord], ListCursor | None]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        words = search.terms(query)
+        ordered = sorted(
+            ((record.updated_at, self._seq[sid], sid) for sid, record in self._records.items()),
+            reverse=True,
+        )
         page: list[SessionRecord] = []
-        last_seq: int | None = None
-        for session_id, seq in ordered:
-            if cursor is not None and seq >= cursor:
+        last: ListCursor | None = None
+        for updated_at, seq, session_id in ordered:
+            if cursor is not None and (updated_at, seq) >= cursor:
                 continue
             record = self._records[session_id]
             if cwd is not None and record.cwd != cwd:
                 continue
+            if archived is not None and record.archived != archived:
+                continue
+            if words and not search.matches(
+                words,
+                itertools.chain(
+                    (record.title,), map(search.row_text, self._transcripts[session_id])
+                ),
+            ):
+                continue
             if len(page) == limit:
-                return page, last_seq
+                return page, last
             page.append(record)
-            last_seq = seq
+            last = (updated_at, seq)
         return page, None
 
     @staticmethod
@@ -93,11 +117,15 @@ class MemorySessionStore:
         return updated
 
     async def update_metadata(
-        self, session_id: str, *, title: str | None = None, rules: str | None = None
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        rules: str | None = None,
+        archived: bool | None = None,
     ) -> SessionRecord:
-        checked = change.validated_metadata(
-            {k: v for k, v in (("title", title), ("rules", rules)) if v is not None}
-        )
+        given = (("title", title), ("rules", rules), ("archived", archived))
+        checked = change.validated_metadata({k: v for k, v in given if v is not None})
         updated = change.updated(self._get(session_id), checked, now())
         self._records[session_id] = updated
         return updated
@@ -134,6 +162,15 @@ class MemorySessionStore:
     async def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
         self._get(source_id)
         copied = copy.deepcopy(self._transcripts[source_id][: max(upto, 0)])
+        stored = change.forked(record, len(copied))
+        self._add(stored, copied)
+        return stored
+
+    async def insert_with_transcript(
+        self, record: SessionRecord, rows: Sequence[Row]
+    ) -> SessionRecord:
+        change.forked(record, 0)  # refuses a record that claims rows already
+        copied = [self._copy(row) for row in rows]  # every row checked before anything lands
         stored = change.forked(record, len(copied))
         self._add(stored, copied)
         return stored

@@ -94,7 +94,61 @@ UPDATE sessions SET turns = (
      AND json_extract(body, '$.role') = 'user' AND json_extract(body, '$.kind') IS NULL);
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3))
+# The text a transcript row gives the search index: its `content` when that is text
+# (`store.search.row_text`). Rows are only ever inserted and deleted, and a contentless
+# FTS5 table is told what it indexed when a row goes, so both triggers compute the same.
+_ROW_TEXT: Final = (
+    "CASE WHEN json_valid({b}) AND json_type({b}, '$.content') = 'text'"
+    " THEN json_extract({b}, '$.content') ELSE '' END"
+)
+# A message's search rowid: its session's seq in the high bits, its index in the low 32.
+_ROWID: Final = "{r}.session_seq * 4294967296 + {r}.idx"
+
+# v4: archive flag, import origin, listing by last activity, and full-text search over
+# titles and transcript text (FTS5, contentless, kept in step by triggers inside each
+# writing transaction; existing rows indexed once, here).
+_V4: Final = f"""
+ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN imported_from TEXT;
+CREATE INDEX sessions_activity ON sessions (archived, updated_at, seq);
+CREATE VIRTUAL TABLE transcript_search USING fts5(
+    text, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE title_search USING fts5(
+    title, content='', tokenize='unicode61 remove_diacritics 2');
+CREATE TRIGGER transcript_search_add AFTER INSERT ON messages
+WHEN new.idx < 4294967296 BEGIN
+    INSERT INTO transcript_search (rowid, text)
+    VALUES ({_ROWID.format(r="new")}, {_ROW_TEXT.format(b="new.body")});
+END;
+CREATE TRIGGER transcript_search_remove AFTER DELETE ON messages
+WHEN old.idx < 4294967296 BEGIN
+    INSERT INTO transcript_search (transcript_search, rowid, text)
+    VALUES ('delete', {_ROWID.format(r="old")}, {_ROW_TEXT.format(b="old.body")});
+END;
+CREATE TRIGGER transcript_search_change AFTER UPDATE OF body ON messages
+WHEN old.idx < 4294967296 BEGIN
+    INSERT INTO transcript_search (transcript_search, rowid, text)
+    VALUES ('delete', {_ROWID.format(r="old")}, {_ROW_TEXT.format(b="old.body")});
+    INSERT INTO transcript_search (rowid, text)
+    VALUES ({_ROWID.format(r="new")}, {_ROW_TEXT.format(b="new.body")});
+END;
+CREATE TRIGGER title_search_add AFTER INSERT ON sessions BEGIN
+    INSERT INTO title_search (rowid, title) VALUES (new.seq, new.title);
+END;
+CREATE TRIGGER title_search_change AFTER UPDATE OF title ON sessions BEGIN
+    INSERT INTO title_search (title_search, rowid, title) VALUES ('delete', old.seq, old.title);
+    INSERT INTO title_search (rowid, title) VALUES (new.seq, new.title);
+END;
+CREATE TRIGGER title_search_remove AFTER DELETE ON sessions BEGIN
+    INSERT INTO title_search (title_search, rowid, title) VALUES ('delete', old.seq, old.title);
+END;
+INSERT INTO title_search (rowid, title) SELECT seq, title FROM sessions;
+INSERT INTO transcript_search (rowid, text)
+    SELECT {_ROWID.format(r="messages")}, {_ROW_TEXT.format(b="body")} FROM messages
+    WHERE idx < 4294967296;
+"""
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -40,7 +40,15 @@ from sidecar.domain import changes as change
 from sidecar.domain.errors import SessionNotFound, StaleGeneration, StoreError
 from sidecar.domain.records import LIVE_STATES, SessionRecord, now
 from sidecar.store import postgres_schema as schema
-from sidecar.store.base import INTERRUPTED_MARKER, ChangeCallback, OrphanTest, RecordChanges, Row
+from sidecar.store import search
+from sidecar.store.base import (
+    INTERRUPTED_MARKER,
+    ChangeCallback,
+    ListCursor,
+    OrphanTest,
+    RecordChanges,
+    Row,
+)
 from sidecar.store.postgres_conn import Database
 from sidecar.store.postgres_feed import ChangeFeed
 
@@ -255,22 +263,50 @@ class PostgresSessionStore:
             return (await self._row(conn, session_id))[1]
 
     async def list_page(
-        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
-    ) -> tuple[list[SessionRecord], int | None]:
+        self,
+        *,
+        cwd: str | None = None,
+        cursor: ListCursor | None = None,
+        limit: int = 100,
+        query: str | None = None,
+        archived: bool | None = False,
+    ) -> tuple[list[SessionRecord], ListCursor | None]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
-        filters = {"cwd = %s": cwd, "seq < %s": cursor}
-        where = " AND ".join(f for f, v in filters.items() if v is not None) or "true"
-        args: list[Any] = [v for v in filters.values() if v is not None]
+        filters: list[str] = []
+        args: list[Any] = []
+        words = search.terms(query, diacritics=True)  # `simple` keeps accents
+        if words:
+            # Every word in the title or in some message of the session (GIN, both).
+            per_word = " INTERSECT ".join(
+                f"(SELECT session_seq FROM {_MESSAGES} WHERE words @@ to_tsquery('simple', %s)"
+                f" UNION SELECT seq FROM {_SESSIONS}"
+                f" WHERE {schema.SCHEMA}.search_words(title) @@ to_tsquery('simple', %s))"
+                for _ in words
+            )
+            filters.append(f"seq IN ({per_word})")
+            for word in words:
+                args += [f"{word}:*"] * 2  # letters and digits only: nothing to escape
+        if archived is not None:
+            filters.append("archived = %s")
+            args.append(archived)
+        if cwd is not None:
+            filters.append("cwd = %s")
+            args.append(cwd)
+        if cursor is not None:
+            filters.append("(updated_at, seq) < (%s, %s)")
+            args += [cursor[0], cursor[1]]
+        where = " AND ".join(filters) or "true"
         args.append(min(limit, _MAX_INDEX) + 1)  # one row beyond says whether more remain
         async with self._connection("read") as conn:
             cur = await conn.execute(
-                f"SELECT {_SELECT} FROM {_SESSIONS} WHERE {where} ORDER BY seq DESC LIMIT %s",
+                f"SELECT {_SELECT} FROM {_SESSIONS} WHERE {where}"
+                " ORDER BY updated_at DESC, seq DESC LIMIT %s",
                 args,
             )
             rows = [_record(row) for row in await cur.fetchall()]
         page = rows[:limit]
-        next_cursor = page[-1][0] if len(rows) > limit else None
+        next_cursor = (page[-1][1].updated_at, page[-1][0]) if len(rows) > limit else None
         return [record for _, record in page], next_cursor
 
     async def update(
@@ -294,11 +330,15 @@ class PostgresSessionStore:
             return await self._save(conn, seq, updated, names, generation)
 
     async def update_metadata(
-        self, session_id: str, *, title: str | None = None, rules: str | None = None
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        rules: str | None = None,
+        archived: bool | None = None,
     ) -> SessionRecord:
-        checked = change.validated_metadata(
-            {k: v for k, v in (("title", title), ("rules", rules)) if v is not None}
-        )
+        given = (("title", title), ("rules", rules), ("archived", archived))
+        checked = change.validated_metadata({k: v for k, v in given if v is not None})
         async with self._write() as conn:
             seq, record = await self._locked(conn, session_id)
             return await self._save(
@@ -381,6 +421,22 @@ class PostgresSessionStore:
                 (seq, source_seq, stored.message_count),
             )
             return stored
+
+    async def insert_with_transcript(
+        self, record: SessionRecord, rows: Sequence[Row]
+    ) -> SessionRecord:
+        change.forked(record, 0)  # refuses a record that claims rows already
+        bodies = [_body(record.session_id, row) for row in rows]
+        stored = change.forked(record, len(bodies))
+        async with self._write() as conn:
+            seq = await self._insert_row(conn, stored)
+            async with (
+                conn.cursor() as cur,
+                cur.copy(f"COPY {_MESSAGES} (session_seq, idx, body) FROM STDIN") as copy,
+            ):
+                for idx, body in enumerate(bodies):
+                    await copy.write_row((seq, idx, body))
+        return stored
 
     async def delete(self, session_id: str) -> None:
         # One statement: the transcript goes with the row (ON DELETE CASCADE).

@@ -112,7 +112,49 @@ CREATE TRIGGER sessions_changed
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.session_changed();
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1),)
+# v2: archive flag, import origin, listing by last activity, and full-text search over
+# titles and transcript text. Words are letters and digits (anything else separates, as
+# in SQLite's FTS5 unicode61), lower-cased by the `simple` configuration; a message
+# gives its `content` when that is text (cut at 256 KiB: a tsvector has a size limit),
+# and a body that is not JSON gives nothing rather than failing the write. The message
+# column is generated, so every write path (append, fork, migrate's COPY, the column's
+# creation here for the rows already stored) fills it in the writing transaction.
+_V2: Final = f"""
+ALTER TABLE {SCHEMA}.sessions ADD COLUMN archived boolean NOT NULL DEFAULT false;
+ALTER TABLE {SCHEMA}.sessions ADD COLUMN imported_from text;
+CREATE INDEX sessions_activity ON {SCHEMA}.sessions (archived, updated_at, seq);
+CREATE FUNCTION {SCHEMA}.search_words(words text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN to_tsvector('simple'::regconfig,
+                       regexp_replace(left(words, 262144), '[^[:alnum:]]+', ' ', 'g'));
+CREATE FUNCTION {SCHEMA}.message_words(body text) RETURNS tsvector
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+    parsed jsonb;
+BEGIN
+    BEGIN
+        parsed := body::jsonb;
+    EXCEPTION WHEN others THEN
+        RETURN ''::tsvector;
+    END;
+    IF jsonb_typeof(parsed -> 'content') IS DISTINCT FROM 'string' THEN
+        RETURN ''::tsvector;
+    END IF;
+    RETURN {SCHEMA}.search_words(parsed ->> 'content');
+END
+$$;
+ALTER TABLE {SCHEMA}.messages ADD COLUMN words tsvector
+    GENERATED ALWAYS AS ({SCHEMA}.message_words(body)) STORED;
+CREATE INDEX messages_words ON {SCHEMA}.messages USING gin (words);
+CREATE INDEX sessions_title_words ON {SCHEMA}.sessions USING gin ({SCHEMA}.search_words(title));
+DROP TRIGGER sessions_changed ON {SCHEMA}.sessions;
+CREATE TRIGGER sessions_changed
+    BEFORE INSERT OR DELETE OR UPDATE OF {_NEWS_COLUMNS}, archived, imported_from
+    ON {SCHEMA}.sessions
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.session_changed();
+"""
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2))
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,8 +25,8 @@ from protocol.values import Approval, Backend, Mode, Sandbox, Status
 from sidecar.domain import changes as change
 from sidecar.domain.errors import SessionNotFound, StoreError
 from sidecar.domain.records import LIVE_STATES, SessionRecord, now
-from sidecar.store import migrations
-from sidecar.store.base import INTERRUPTED_MARKER, OrphanTest, RecordChanges, Row
+from sidecar.store import migrations, search
+from sidecar.store.base import INTERRUPTED_MARKER, ListCursor, OrphanTest, RecordChanges, Row
 from sidecar.store.private_files import secure_database
 
 # Record fields in column order; the column for `session_id` is `id`.
@@ -35,6 +35,7 @@ _FIELDS: Final = (
     "created_at", "updated_at", "model", "last_error", "interrupted", "message_count",
     "forked_from", "context_from", "summary_index", "lease_owner", "lease_expires",
     "usage_input", "usage_output", "approval", "sandbox", "rules", "mcp_servers", "turns",
+    "archived", "imported_from",
 )  # fmt: skip
 _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
@@ -51,6 +52,7 @@ def _record(row: tuple[Any, ...]) -> tuple[int, SessionRecord]:
     fields["approval"] = Approval(fields["approval"])
     fields["sandbox"] = None if fields["sandbox"] is None else Sandbox(fields["sandbox"])
     fields["interrupted"] = bool(fields["interrupted"])
+    fields["archived"] = bool(fields["archived"])
     return row[0], SessionRecord(**fields)
 
 
@@ -216,20 +218,53 @@ class SqliteSessionStore:
             return self._row(session_id)[1]
 
     async def list_page(
-        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
-    ) -> tuple[list[SessionRecord], int | None]:
+        self,
+        *,
+        cwd: str | None = None,
+        cursor: ListCursor | None = None,
+        limit: int = 100,
+        query: str | None = None,
+        archived: bool | None = False,
+    ) -> tuple[list[SessionRecord], ListCursor | None]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
-        filters = {"cwd = ?": cwd, "seq < ?": cursor}
-        where = " AND ".join(f for f, v in filters.items() if v is not None) or "1"
-        args: list[Any] = [v for v in filters.values() if v is not None]
+        filters: list[str] = []
+        args: list[Any] = []
+        source = "sessions"
+        words = search.terms(query)
+        if words:
+            # The matching seqs first (every word in the title or some message), then
+            # their rows: the work follows the matches, not the number of sessions.
+            per_word = " INTERSECT ".join(
+                "SELECT seq FROM (SELECT rowid >> 32 AS seq FROM transcript_search"
+                " WHERE transcript_search MATCH ? UNION"
+                " SELECT rowid FROM title_search WHERE title_search MATCH ?)"
+                for _ in words
+            )
+            source = f"({per_word}) AS hits CROSS JOIN sessions ON sessions.seq = hits.seq"
+            for word in words:
+                args += [search.fts5_prefix(word)] * 2
+        if archived is not None:
+            filters.append("archived = ?")
+            args.append(int(archived))
+        if cwd is not None:
+            filters.append("cwd = ?")
+            args.append(cwd)
+        if cursor is not None:
+            filters.append("(updated_at, sessions.seq) < (?, ?)")
+            args += [cursor[0], cursor[1]]
+        where = " AND ".join(filters) or "1"
+        columns = _COLUMNS.replace("seq, ", "sessions.seq, ", 1)
         # One row beyond the page says whether a next page exists.
-        sql = f"SELECT {_COLUMNS} FROM sessions WHERE {where} ORDER BY seq DESC LIMIT ?"
+        sql = (
+            f"SELECT {columns} FROM {source} WHERE {where}"
+            " ORDER BY updated_at DESC, sessions.seq DESC LIMIT ?"
+        )
         args.append(min(limit, _MAX_INDEX) + 1)
         with self._boundary("read"):
             rows = [_record(row) for row in self._conn.execute(sql, args)]
         page = rows[:limit]
-        next_cursor = page[-1][0] if len(rows) > limit else None
+        next_cursor = (page[-1][1].updated_at, page[-1][0]) if len(rows) > limit else None
         return [record for _, record in page], next_cursor
 
     async def update(
@@ -251,11 +286,15 @@ class SqliteSessionStore:
             return self._save(seq, change.updated(record, checked, now()), *checked)
 
     async def update_metadata(
-        self, session_id: str, *, title: str | None = None, rules: str | None = None
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        rules: str | None = None,
+        archived: bool | None = None,
     ) -> SessionRecord:
-        checked = change.validated_metadata(
-            {k: v for k, v in (("title", title), ("rules", rules)) if v is not None}
-        )
+        given = (("title", title), ("rules", rules), ("archived", archived))
+        checked = change.validated_metadata({k: v for k, v in given if v is not None})
         with self._write():
             seq, record = self._row(session_id)
             return self._save(seq, change.updated(record, checked, now()), *checked)
@@ -334,6 +373,20 @@ class SqliteSessionStore:
                 (seq, source_seq, stored.message_count),
             )
             return stored
+
+    async def insert_with_transcript(
+        self, record: SessionRecord, rows: Sequence[Row]
+    ) -> SessionRecord:
+        change.forked(record, 0)  # refuses a record that claims rows already
+        bodies = [self._body(record.session_id, row) for row in rows]
+        stored = change.forked(record, len(bodies))
+        with self._write():
+            seq = self._insert_row(stored)
+            self._conn.executemany(
+                "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
+                ((seq, idx, body) for idx, body in enumerate(bodies)),
+            )
+        return stored
 
     async def delete(self, session_id: str) -> None:
         with self._write():

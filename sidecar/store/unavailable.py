@@ -9,13 +9,14 @@ client as a store error, and nothing is written anywhere.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from typing_extensions import Unpack
 
 from sidecar.domain.errors import StoreError
 from sidecar.domain.records import SessionRecord
-from sidecar.store.base import OrphanTest, RecordChanges, Row
+from sidecar.store.base import ListCursor, OrphanTest, RecordChanges, Row
 
 
 class UnavailableStore:
@@ -32,8 +33,14 @@ class UnavailableStore:
         self._fail()
 
     async def list_page(
-        self, *, cwd: str | None = None, cursor: int | None = None, limit: int = 100
-    ) -> tuple[list[SessionRecord], int | None]:
+        self,
+        *,
+        cwd: str | None = None,
+        cursor: ListCursor | None = None,
+        limit: int = 100,
+        query: str | None = None,
+        archived: bool | None = False,
+    ) -> tuple[list[SessionRecord], ListCursor | None]:
         self._fail()
 
     async def update(
@@ -47,7 +54,12 @@ class UnavailableStore:
         self._fail()
 
     async def update_metadata(
-        self, session_id: str, *, title: str | None = None, rules: str | None = None
+        self,
+        session_id: str,
+        *,
+        title: str | None = None,
+        rules: str | None = None,
+        archived: bool | None = None,
     ) -> SessionRecord:
         self._fail()
 
@@ -73,6 +85,11 @@ class UnavailableStore:
         self._fail()
 
     async def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
+        self._fail()
+
+    async def insert_with_transcript(
+        self, record: SessionRecord, rows: Sequence[Row]
+    ) -> SessionRecord:
         self._fail()
 
     async def delete(self, session_id: str) -> None:

@@ -41,6 +41,8 @@ def summary(view: SessionView) -> dict[str, Any]:
         "lastError": record.last_error,
         "interrupted": record.interrupted,
         "forkedFrom": record.forked_from,
+        "archived": record.archived,
+        "importedFrom": record.imported_from,
         "heldBy": view.held_by,
         "model": record.model,
         "usage": {"inputTokens": record.usage_input, "outputTokens": record.usage_output},

@@ -5,7 +5,10 @@
 names are made, `tooldefs` for the ACP kind mapping and `connection` for the SDK details.
 """
 
-from .hub import McpHub, ServerStatus
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .naming import assign_names
 from .results import McpCallResult
 from .specs import (
@@ -17,6 +20,20 @@ from .specs import (
     parse_servers,
 )
 from .tooldefs import ToolKind, ToolSpec
+
+if TYPE_CHECKING:
+    from .hub import McpHub, ServerStatus
+
+
+def __getattr__(name: str) -> Any:
+    """The hub (and with it the MCP SDK, ~1 s of import) loads when a session first has
+    MCP servers, not when the sidecar starts."""
+    if name in ("McpHub", "ServerStatus"):
+        from . import hub
+
+        return getattr(hub, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "HttpServer",

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mcp_types as types
+if TYPE_CHECKING:  # imported where a result is converted: the SDK's types are heavy
+    import mcp_types as types
 
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
@@ -34,6 +35,8 @@ def error_result(message: str) -> McpCallResult:
 
 
 def convert_result(result: types.CallToolResult, output_cap: int) -> McpCallResult:
+    import mcp_types as types
+
     """Flatten content blocks into text and images, add structured content, cap the text."""
     texts: list[str] = []
     images: list[tuple[str, str]] = []

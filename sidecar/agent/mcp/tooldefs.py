@@ -20,9 +20,10 @@ tools never do.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import mcp_types as types
+if TYPE_CHECKING:  # annotations only: the SDK's types cost ~0.5 s of import
+    import mcp_types as types
 
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
