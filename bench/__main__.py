@@ -33,6 +33,9 @@ SCENARIOS = {
     "5": "bench.s5_startup",
     "6": "bench.s6_desktop",
     "7": "bench.s7_checkpoints",
+    "8": "bench.s8_postgres",
+    "9": "bench.s9_search",
+    "10": "bench.s10_features",
 }
 TITLES = {
     "1": "Round trip over stdio",
@@ -42,6 +45,9 @@ TITLES = {
     "5": "Start-up",
     "6": "Desktop: start and Rebuild UI",
     "7": "Checkpoints: snapshots and rewinds",
+    "8": "PostgreSQL vs SQLite store",
+    "9": "Full-text search in session/list",
+    "10": "New features: approvals, sandbox, MCP",
 }
 
 

@@ -122,6 +122,8 @@ def run_bare(args: argparse.Namespace, result: dict[str, Any]) -> None:
                 time.sleep(0.02)
             # The page stamps itself: it draws before any observer could be installed.
             result.update(list_ms=painted - args.t0, ready_ms=painted - args.t0, raced=False)
+            # Its load alone: navigation start to that paint (what a Rebuild UI is set by).
+            result["page_ms"] = window.evaluate_js("performance.timeOrigin") - args.t0
         except Exception:  # noqa: BLE001 (reported to the caller)
             result["error"] = traceback.format_exc()
         window.destroy()

@@ -3,14 +3,13 @@
 Each piece is the real code (the sidecar's store, summary builder, request model,
 JSON-RPC wrapper and validator) called directly, p50 over many calls, so the report
 can say which part of the gap to the floor is what. The serve loop's per-line
-asyncio work is emulated with the same calls (`ensure_future` x2, `asyncio.wait`,
-a task per request), since it cannot be called on its own.
+asyncio work (one long-lived read loop, a task per request) is emulated with the same
+calls, since it cannot be called on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -41,19 +40,11 @@ async def _ap50(fn: Callable[[], Awaitable[object]], n: int) -> float:
 
 
 async def _serve_loop_emulation() -> None:
-    """What `RpcServer.serve` does per line besides dispatching it."""
-    stop = asyncio.Event()
-
-    async def line() -> bytes:
-        return b"{}\n"
+    """What `RpcServer` does per line besides dispatching it: a task per request."""
 
     async def handle() -> None:
         return None
 
-    line_task = asyncio.ensure_future(line())
-    stop_task = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({line_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
-    stop_task.cancel()
     await asyncio.create_task(handle())
 
 
@@ -61,9 +52,10 @@ def measure(work: Path, n: int) -> list[Piece]:
     """p50 µs of each piece of the sidecar's status path."""
     from jsonrpcserver import async_dispatch
 
+    from protocol.framing import encode_message
     from protocol.models import StatusParams
     from protocol.values import Backend, Mode
-    from sidecar.acp.server import validate_request, wrap
+    from sidecar.acp.server import Handler, _direct, call_handler, validate_request, wrap
     from sidecar.core.views import SessionView
     from sidecar.domain.records import SessionRecord, SessionState, now
     from sidecar.store.blocking import blocking
@@ -95,14 +87,23 @@ def measure(work: Path, n: int) -> list[Piece]:
     async def dispatch() -> object:
         return await async_dispatch(request, methods=methods, validator=validate_request)
 
+    handlers: dict[str, Handler] = {"_session/status": fixed}
+
+    async def direct() -> object:
+        parsed = json.loads(request)
+        found = _direct(parsed, handlers)
+        assert found is not None
+        result, _ = await call_handler(*found)
+        return encode_message({"jsonrpc": "2.0", "result": result, "id": parsed["id"]})
+
     pieces: list[Piece] = [
         ("JSON parse + serialize (what the floor does)", _p50(lambda: json.dumps(json.loads(request) and reply), n)),
         ("request model (StatusParams.model_validate)", _p50(lambda: StatusParams.model_validate(params), n)),
         ("store read (SqliteSessionStore.get)", _p50(lambda: store.get(record.session_id), n)),
         ("summary (wire.summary: a plain dict, ISO times)", _p50(lambda: build_summary(record, live=True, url="http://127.0.0.1:1", token="t"), n)),
-        ("jsonrpcserver dispatch around a no-op method", asyncio.run(_ap50(dispatch, n))),
-        ("  of which inspect.signature (called per request)", _p50(lambda: inspect.signature(method), n)),
-        ("serve loop per line (2 futures, asyncio.wait, a task), emulated", asyncio.run(_ap50(_serve_loop_emulation, n))),
+        ("direct dispatch around a no-op handler (parse, route, reply, encode)", asyncio.run(_ap50(direct, n))),
+        ("jsonrpcserver's whole pipeline around it (batches and errors only)", asyncio.run(_ap50(dispatch, n))),
+        ("serve loop per line (a task per request), emulated", asyncio.run(_ap50(_serve_loop_emulation, n))),
     ]  # fmt: skip
     close_store()
     return pieces

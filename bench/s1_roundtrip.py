@@ -43,6 +43,9 @@ FLOOR, AFLOOR, PEER, SIDECAR, MEMORY = (
 )
 UNKNOWN = "sidecar (sqlite), unknown method → -32601"
 METHODS = {"_session/status": "status", "session/prompt": "prompt"}
+# The sidecar against the SDK peer, p50 (issue 17): status ahead of it, a durable prompt
+# within 1.2× of one that stores nothing.
+PEER_TARGETS = {"status": 0.9, "prompt": 1.2}
 ROTATE = 50  # prompts per session before a fresh one
 
 
@@ -177,13 +180,14 @@ def _result(
                 "" if to_floor <= 2.0 else _why(short, by_side, pieces),
             )
         )
+        goal = PEER_TARGETS[short]
         result.targets.append(
             Target(
                 f"{short} p50 vs ACP-SDK peer",
-                "below the peer",
+                f"≤ {goal:g}× the peer",
                 f"{fmt(ours)} vs {fmt(peer)} µs = {fmt_ratio(to_peer)}",
-                to_peer < 1.0,
-                "" if to_peer < 1.0 else _why_peer(short, by_side),
+                to_peer <= goal,
+                "" if to_peer <= goal else _why_peer(short, by_side),
             )
         )
     result.plots.append(
@@ -209,8 +213,12 @@ def _result(
         "least any asyncio server pays. The peer is the official ACP Python SDK "
         "(`acp.run_agent`) with an in-memory agent answering the same requests and streaming "
         "the same two `agent_message_chunk`s for a prompt; it keeps nothing. A sidecar prompt "
-        "also writes two transcript rows and two state changes (SQLite, one transaction "
-        "each) and sends two `_session/state` notifications besides the two chunks. Prompts "
+        "also writes two transcript rows and two state changes in two SQLite transactions "
+        "(`running` with the user row, the reply with `idle`; each also keeps the FTS5 "
+        "search index in step, by trigger) and sends a `usage_update` besides the two "
+        "chunks (`_session/state` goes only to a client that asks for our extension "
+        "notifications; this one does not). What a turn queues for the client leaves in "
+        "one write (sidecar/acp/stdio.py). Prompts "
         f"go to a fresh session every {ROTATE} turns (on every side), so the provider "
         "context stays short: a turn's cost grows with it (scenario 4)."
     )
@@ -225,43 +233,46 @@ def _why(short: str, by_side: dict[str, Stats], pieces: list[s1_breakdown.Piece]
         known = "; ".join(f"{name.strip()} {fmt(v)}" for name, v in pieces)
         return (
             f"Of the {fmt(side)} µs, being an asyncio process at all costs {fmt(afloor)} µs "
-            f"(the asyncio floor; the blocking floor {fmt(floor)} µs). The sidecar's fixed "
-            f"cost per request -- an unknown method answered -32601 -- is {fmt(fixed)} µs, so "
-            f"{fmt(fixed - afloor)} µs go to its serve loop, jsonrpcserver and the ordered "
-            f"writer before any handler runs, and {fmt(side - fixed)} µs to the status handler "
-            f"(params model, SQLite read, summary). In-process p50s of the pieces, µs: "
-            f"{known}. The peer ({fmt(peer)} µs) answers from a dict. Fix (sidecar/rpc.py): "
-            f"dispatch the parsed request straight to the handler table (keep the cheap "
-            f"`validate_request`) and build the reply dict directly instead of going through "
-            f"jsonrpcserver (re-parse, oslash wrapping, `asyncio.gather`, `inspect.signature` "
-            f"per call); read lines in one long-lived loop instead of two new futures and an "
-            f"`asyncio.wait` per line; skip the pydantic summary model for a plain dict "
-            f"(sidecar/summary.py)."
+            f"(the asyncio floor; the blocking floor {fmt(floor)} µs). A request for a "
+            f"registered method goes straight from the parsed line to its handler "
+            f"(sidecar/acp/server.py, `_direct`); an unknown method, answered -32601 by "
+            f"jsonrpcserver's own dispatch step, costs {fmt(fixed)} µs. The status handler "
+            f"is its params model, one SQLite read and the summary dict. In-process p50s of "
+            f"the pieces, µs: {known}. What is left above 2× the floor is the asyncio floor "
+            f"itself ({fmt(afloor)} µs, a task per request and the ordered writer) plus the "
+            f"pydantic params model; the peer ({fmt(peer)} µs) pays the same kind of costs."
         )
     return (
-        f"A prompt is a whole agent turn, not an echo: the user and assistant rows and the "
-        f"`running` and `idle` states are four SQLite transactions (memory store: "
-        f"{fmt(memory)} µs, so durability is {fmt(side - memory)} µs of the {fmt(side)} µs), "
-        f"plus four notifications, the turn task and its lock. 2× a bare echo "
-        f"({fmt(floor)} µs; {fmt(afloor)} µs on asyncio) is not reachable for a durable turn, "
-        f"and the peer ({fmt(peer)} µs) stores nothing. Fix, if it matters: write `running` "
-        f"with the user row and the assistant row with `idle` (two transactions instead of "
-        f"four), and the dispatch fix above."
+        f"A prompt is a whole agent turn, not an echo: two SQLite transactions (`running` "
+        f"with the user row; the reply with `idle` and the usage totals), the turn task "
+        f"under its supervisor, the provider call and four notifications (memory store: "
+        f"{fmt(memory)} µs, so durability is {fmt(side - memory)} µs of the {fmt(side)} µs). "
+        f"2× a bare echo ({fmt(floor)} µs; {fmt(afloor)} µs on asyncio) is not reachable for "
+        f"a durable turn, and the peer ({fmt(peer)} µs) stores nothing."
     )
 
 
 def _why_peer(short: str, by_side: dict[str, Stats]) -> str:
-    peer, memory = by_side[PEER].p50, by_side[MEMORY].p50
+    peer, memory, side = by_side[PEER].p50, by_side[MEMORY].p50, by_side[SIDECAR].p50
     if short == "status":
         return (
             f"The SDK peer answers from a dict through its own asyncio connection and pydantic "
-            f"request models in {fmt(peer)} µs; the sidecar's fixed cost per request alone "
-            f"(unknown method) is {fmt(by_side[UNKNOWN].p50)} µs. Where it goes and the fix: "
-            f"the line above."
+            f"request models in {fmt(peer)} µs; the sidecar ({fmt(side)} µs; memory store "
+            f"{fmt(memory)} µs) parses the params with a pydantic model, reads the record "
+            f"from SQLite and builds the summary. What would close it: validate the two "
+            f"params of `_session/status` by hand instead of through a model, and answer from "
+            f"the live runtime's record (the runtime is the session's one writer) instead of "
+            f"reading the store."
         )
     return (
         f"The peer stores nothing and sends two notifications ({fmt(peer)} µs); the sidecar "
-        f"with the memory store takes {fmt(memory)} µs, so even without durability the "
-        f"turn machinery (turn task and lock, state events, four notifications) and the "
-        f"per-request cost above exceed the SDK's. Fix: as above."
+        f"takes {fmt(side)} µs, {fmt(memory)} µs with the memory store, so "
+        f"{fmt(side - memory)} µs are the two SQLite commits (WAL, synchronous=NORMAL; each "
+        f"also feeds the FTS5 transcript index through a trigger, ~40% of a turn's store "
+        f"time in-process) and the rest is the turn machinery: the supervisor and work "
+        f"tasks, the `PromptRequest` model of `acp.schema`, the provider call and its usage "
+        f"update. What would close it: a turn task without the separate supervisor (one "
+        f"task that cannot be cancelled half-way is what the supervisor buys), the prompt's "
+        f"params validated by hand, and the search index fed in batches off the turn's "
+        f"transactions (FTS5 `automerge`, or an index table filled after the commit)."
     )

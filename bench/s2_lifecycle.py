@@ -174,6 +174,14 @@ def _result(
     result.summary = f"close p50 {fmt(close, 2)} ms; sqlite/memory " + ", ".join(
         f"{op} {fmt_ratio(ratio(stats['sqlite'][op].p50, stats['memory'][op].p50))}" for op in OPS
     )
+    result.notes.append(
+        "Delete removes the record and its transcript in one transaction, then renames the "
+        "session's shadow repository (`checkpoints/<id>`, made when the runtime starts) and "
+        "its output spools into `.trash/` beside them and removes those trees in a worker "
+        "thread after the answer (sidecar/core/trash.py; the next start sweeps what a dead "
+        "process left). Removing the tree inline cost ~40 ms a delete on this disk (one "
+        "unlink per file, mounted with `discard`) on both stores alike."
+    )
     result.raw = {
         "stats_ms": {s: {op: v.as_dict() for op, v in by.items()} for s, by in stats.items()},
         "baseline_ms": {"bind": bind.as_dict(), "insert": insert.as_dict(), "pipe": pipe.as_dict()},
@@ -186,7 +194,11 @@ WRITES = {
     "create": ("inserts the record, then writes `idle`", 2),
     "close": ("writes `closing`, then `closed`", 2),
     "resume": ("bumps the generation, then writes `idle`", 2),
-    "delete": ("reads the record, then deletes its rows and the record", 1),
+    "delete": (
+        "reads the record, then deletes its rows and the record (its checkpoint and output "
+        "directories are renamed aside and removed after the answer, sidecar/core/trash.py)",
+        1,
+    ),
 }
 
 
@@ -198,10 +210,10 @@ def _why_ratio(op: str, stats: dict[str, dict[str, Stats]]) -> str:
         f"{op} {what}: {transactions} SQLite transaction(s) (BEGIN IMMEDIATE, a read, the "
         f"write, COMMIT into the WAL), {fmt(each, 2)} ms each here, {fmt(sq - mem, 2)} ms in "
         f"all on top of the memory store's {fmt(mem, 2)} ms, most of which is the pipe round "
-        f"trip. A commit's fixed cost is a large share of so cheap an operation. Fix "
-        f"(sidecar/store/sqlite.py, manager.py): fold the existence read into the write "
-        f"transaction, and where the staged order is not needed (a close with no turn to "
-        f"cancel) write both states in one transaction."
+        f"trip. A commit's fixed cost is a large share of so cheap an operation. What would "
+        f"cut it (sidecar/store/sqlite.py, manager.py): fold the existence read into the "
+        f"write transaction, and where the staged order is not needed (a close with no turn "
+        f"to cancel) write both states in one transaction."
     )
 
 

@@ -1,10 +1,15 @@
-"""Scenario 5: start-up, process start to `initialize` answered.
+"""Scenario 5: start-up, process start to `initialize` answered and to the first
+`session/new` answered.
 
-The sidecar on an empty data dir and on one holding 1,000 closed sessions (written
+The sidecar on an empty data dir and on one holding 10,000 closed sessions (written
 beforehand with the real store), the floor echo process and the ACP-SDK peer, each
 started in turn in a shuffled order per round. The clock starts before the process is
 spawned; the `initialize` request is written at once and sits in the pipe until the
-child reads it. `python -X importtime` then says where an import-bound start goes.
+child reads it; `session/new` is written as soon as `initialize` is answered, as a
+client does. `python -X importtime` then says where an import-bound start goes: the
+light half (`sidecar.app`, what answers `initialize`) and the heavy half the sidecar
+loads in a worker thread meanwhile (`_load_heavy`: ACP's schema, aiohttp, the handlers),
+which `session/new` waits for.
 """
 
 from __future__ import annotations
@@ -27,28 +32,34 @@ from bench.core import (
     python,
     ratio,
 )
-from bench.pipes import PipeClient, floor_argv, initialize, peer_argv, sidecar_argv
+from bench.pipes import PipeClient, floor_argv, initialize, new_session, peer_argv, sidecar_argv
 
 KEY = "5"
 TITLE = "Start-up"
-TARGET_MS = 300.0
+INIT_TARGET_MS = 250.0
+NEW_TARGET_MS = 500.0
 FLAT = 1.2
-WATCHED = ("sidecar.app", "acp", "acp.schema", "aiohttp", "pydantic", "jsonrpcserver", "sqlite3", "openai", "anthropic")  # fmt: skip
+WATCHED = ("sidecar.app", "sidecar.wiring", "acp", "acp.schema", "aiohttp", "pydantic", "protocol.models", "jsonrpcserver", "mcp", "sqlite3", "openai", "anthropic")  # fmt: skip
+HEAVY = "import sidecar.app; sidecar.app._load_heavy()"
+FLOOR, PEER, EMPTY = "floor", "ACP-SDK peer", "sidecar, 0 sessions"
 
 
-def _start_ms(argv: list[str], log: Path) -> float:
+def _start_ms(argv: list[str], log: Path, workspace: Path) -> tuple[float, float]:
+    """(ms to `initialize` answered, ms to the first `session/new` answered), from spawn."""
     client = PipeClient(argv, log)
     try:
         initialize(client)
-        return (time.perf_counter() - client.started) * 1000.0
+        ready = (time.perf_counter() - client.started) * 1000.0
+        new_session(client, workspace)
+        return ready, (time.perf_counter() - client.started) * 1000.0
     finally:
         client.close()
 
 
-def import_times() -> dict[str, float]:
-    """Cumulative import ms of the watched modules when `sidecar.app` is imported."""
+def import_times(code: str = "import sidecar.app") -> dict[str, float]:
+    """Cumulative import ms of the watched modules when `code` runs."""
     done = subprocess.run(
-        [python(), "-X", "importtime", "-c", "import sidecar.app"],
+        [python(), "-X", "importtime", "-c", code],
         cwd=REPO, capture_output=True, text=True, check=True,
     )  # fmt: skip
     found: dict[str, float] = {}
@@ -61,106 +72,150 @@ def import_times() -> dict[str, float]:
 
 def run(settings: Settings) -> ScenarioResult:
     reps = settings.pick(2, 10, 20)
-    stored = settings.pick(50, 1000, 1000)
+    stored = settings.pick(50, 10_000, 10_000)
     rng = settings.rng(KEY)
     logs = settings.scratch("s5")
+    workspace = settings.scratch("s5/ws")
     full_dir = settings.scratch("s5/stored")
-    transcripts.stored_sessions(full_dir, rng, settings.scratch("s5/ws"), stored)
+    transcripts.stored_sessions(full_dir, rng, workspace, stored, each=2)
+    full = f"sidecar, {stored:,} sessions"
     sides = {
-        "floor": floor_argv(),
-        "ACP-SDK peer": peer_argv(),
-        "sidecar, 0 sessions": sidecar_argv(settings.scratch("s5/empty")),
-        f"sidecar, {stored:,} sessions": sidecar_argv(full_dir),
+        FLOOR: floor_argv(),
+        PEER: peer_argv(),
+        EMPTY: sidecar_argv(settings.scratch("s5/empty")),
+        full: sidecar_argv(full_dir),
     }
-    times: dict[str, list[float]] = {name: [] for name in sides}
+    init: dict[str, list[float]] = {name: [] for name in sides}
+    new: dict[str, list[float]] = {name: [] for name in sides}
     for argv in sides.values():  # warm the page cache and create the empty db
-        _start_ms(argv, logs / "start.log")
+        _start_ms(argv, logs / "start.log", workspace)
     order = list(sides)
     for _ in range(reps):
         rng.shuffle(order)
         for name in order:
-            times[name].append(_start_ms(sides[name], logs / "start.log"))
-    imports = import_times()
-    return _result(settings, times, stored, imports)
+            ready, created = _start_ms(sides[name], logs / "start.log", workspace)
+            init[name].append(ready)
+            new[name].append(created)
+    light = import_times()
+    heavy = import_times(HEAVY)
+    return _result(settings, init, new, full, light, heavy)
 
 
 def _result(
-    settings: Settings, times: dict[str, list[float]], stored: int, imports: dict[str, float]
+    settings: Settings,
+    init: dict[str, list[float]],
+    new: dict[str, list[float]],
+    full: str,
+    light: dict[str, float],
+    heavy: dict[str, float],
 ) -> ScenarioResult:
     result = ScenarioResult(KEY, TITLE)
-    stats = {name: Stats.of(v) for name, v in times.items()}
-    floor, peer = stats["floor"].p50, stats["ACP-SDK peer"].p50
+    stats = {name: Stats.of(v) for name, v in init.items()}
+    news = {name: Stats.of(v) for name, v in new.items()}
+    floor, peer = stats[FLOOR].p50, stats[PEER].p50
     result.tables.append(
         Table(
-            f"Process start to `initialize` answered, ms ({len(times['floor'])} starts each)",
-            ["process", "p50 ms", "p99 ms", "min ms", "p50 / floor", "p50 / peer"],
+            f"Process start to `initialize` answered, and to the first `session/new` answered, ms ({len(init[FLOOR])} starts each)",
+            ["process", "initialize p50", "p99", "min", "/ floor", "/ peer", "session/new p50", "p99", "/ peer"],
             [
-                [name, fmt(s.p50), fmt(s.p99), fmt(s.low), fmt_ratio(ratio(s.p50, floor)), fmt_ratio(ratio(s.p50, peer))]
+                [name, fmt(s.p50), fmt(s.p99), fmt(s.low), fmt_ratio(ratio(s.p50, floor)), fmt_ratio(ratio(s.p50, peer)),
+                 fmt(news[name].p50), fmt(news[name].p99), fmt_ratio(ratio(news[name].p50, news[PEER].p50))]
                 for name, s in stats.items()
             ],
         )
     )  # fmt: skip
-    if imports:
+    if light or heavy:
+        names = sorted({*light, *heavy}, key=lambda n: -max(light.get(n, 0.0), heavy.get(n, 0.0)))
         result.tables.append(
             Table(
-                "Cumulative import time when the sidecar imports `sidecar.app` "
-                "(`python -X importtime`, one run, ms)",
-                ["module", "ms"],
-                [[name, fmt(ms)] for name, ms in sorted(imports.items(), key=lambda kv: -kv[1])],
+                "Cumulative import ms (`python -X importtime`, one run each): the light half "
+                "(`import sidecar.app`, before `initialize`) and the heavy half the worker "
+                "thread loads (`sidecar.app._load_heavy()`, before `session/new`); blank: not "
+                "imported",
+                ["module", "light half", "with the heavy half"],
+                [[n, fmt(light[n]) if n in light else "", fmt(heavy[n]) if n in heavy else ""] for n in names],
             )
-        )
-    empty, full = stats["sidecar, 0 sessions"].p50, stats[f"sidecar, {stored:,} sessions"].p50
-    for label, value in (("0 sessions", empty), (f"{stored:,} sessions", full)):
+        )  # fmt: skip
+    why = _why(light, heavy, stats, news)
+    for key, label in ((EMPTY, "0 sessions"), (full, full.removeprefix("sidecar, "))):
+        value, created = stats[key].p50, news[key].p50
         result.targets.append(
             Target(
                 f"start to initialize, {label}",
-                f"≤ {TARGET_MS:g} ms",
-                f"{fmt(value)} ms",
-                value <= TARGET_MS,
-                "" if value <= TARGET_MS else _why(imports, stats),
+                f"≤ {INIT_TARGET_MS:g} ms",
+                f"{fmt(value)} ms ({fmt_ratio(ratio(value, floor))} the floor)",
+                value <= INIT_TARGET_MS,
+                "" if value <= INIT_TARGET_MS else why,
             )
         )
-    flat = ratio(full, empty)
-    result.targets.append(
-        Target(
-            f"start with {stored:,} stored sessions vs 0",
-            f"flat (≤ {FLAT}×)",
-            fmt_ratio(flat),
-            flat <= FLAT,
-            ""
-            if flat <= FLAT
-            else "Start-up reconciles live-looking records only; a "
-            "slower start with stored sessions means something reads all records.",
+        result.targets.append(
+            Target(
+                f"start to first session/new, {label}",
+                f"≤ {NEW_TARGET_MS:g} ms",
+                f"{fmt(created)} ms",
+                created <= NEW_TARGET_MS,
+                "" if created <= NEW_TARGET_MS else why,
+            )
         )
-    )
+    for what, table in (("initialize", stats), ("session/new", news)):
+        flat = ratio(table[full].p50, table[EMPTY].p50)
+        result.targets.append(
+            Target(
+                f"{what} with {full.removeprefix('sidecar, ')} stored vs 0",
+                f"flat (≤ {FLAT}×)",
+                fmt_ratio(flat),
+                flat <= FLAT,
+                ""
+                if flat <= FLAT
+                else "Start-up reconciles live-looking records only (an index on status); a "
+                "slower start with stored sessions means something reads all records.",
+            )
+        )
     result.plots.append(
         plots.cdfs(
-            settings.out / "s5_startup.png", {"start to initialize answered": times}, "ms (log)"
+            settings.out / "s5_startup.png",
+            {"start to initialize answered": init, "start to first session/new answered": new},
+            "ms (log)",
         )
     )
     result.summary = (
-        f"{fmt(empty)} ms (0 sessions), {fmt(full)} ms ({stored:,}); floor {fmt(floor)} ms, "
-        f"peer {fmt(peer)} ms"
+        f"initialize {fmt(stats[EMPTY].p50)} ms (0 sessions), {fmt(stats[full].p50)} ms "
+        f"({full.removeprefix('sidecar, ')}); first session/new {fmt(news[EMPTY].p50)} / "
+        f"{fmt(news[full].p50)} ms; floor {fmt(floor)} ms, peer {fmt(peer)} ms"
     )
-    result.raw = {"stats_ms": {k: v.as_dict() for k, v in stats.items()}, "imports_ms": imports}
+    result.raw = {
+        "stats_ms": {k: v.as_dict() for k, v in stats.items()},
+        "new_session_ms": {k: v.as_dict() for k, v in news.items()},
+        "imports_ms": light,
+        "heavy_imports_ms": heavy,
+    }
     return result
 
 
-def _why(imports: dict[str, float], stats: dict[str, Stats]) -> str:
-    total = imports.get("sidecar.app", float("nan"))
-    acp_ms = imports.get("acp", float("nan"))
-    schema = imports.get("acp.schema", float("nan"))
-    floor, peer = stats["floor"].p50, stats["ACP-SDK peer"].p50
+def _why(
+    light: dict[str, float],
+    heavy: dict[str, float],
+    stats: dict[str, Stats],
+    news: dict[str, Stats],
+) -> str:
+    nan = float("nan")
+    floor = stats[FLOOR].p50
     return (
-        f"Start-up is imports: importing `sidecar.app` takes {fmt(total)} ms, of which the "
-        f"`agent-client-protocol` SDK is {fmt(acp_ms)} ms ({fmt(schema)} ms in `acp.schema`: "
-        f"a few hundred pydantic models built at import, configured with "
-        f"`use_attribute_docstrings=True`, which reads and tokenizes their source), then "
-        f"aiohttp. The interpreter alone (the floor) starts in {fmt(floor)} ms "
-        f"and the SDK peer, which imports the same SDK, in {fmt(peer)} ms. Fix "
-        f"(sidecar/handlers.py, acp_updates.py): answer `initialize` before importing the "
-        f"SDK -- validate the start-up methods with the small models in protocol/models.py "
-        f"and build `session/update` dicts directly, importing `acp.schema` lazily (or in a "
-        f"thread right after start) for the methods that need it; import aiohttp on the "
-        f"first listener."
+        f"Start-up is the interpreter and imports. The floor (a bare Python process "
+        f"answering one line) takes {fmt(floor)} ms on this machine in this run, so "
+        f"`initialize` is {fmt(stats[EMPTY].p50 - floor)} ms above what any Python process "
+        f"pays. The light half (`sidecar.app`: asyncio, sqlite3, the store, the stdio "
+        f"server; no pydantic, no jsonrpcserver, no protocol models) imports in "
+        f"{fmt(light.get('sidecar.app', nan))} ms. `session/new` waits for the heavy half, "
+        f"imported in a worker thread from the first moment: "
+        f"{fmt(heavy.get('sidecar.wiring', nan))} ms, of which ACP's schema "
+        f"{fmt(heavy.get('acp.schema', nan))} ms (a few hundred pydantic models, built "
+        f"without their attribute docstrings, `sidecar/app.py`), aiohttp "
+        f"{fmt(heavy.get('aiohttp', nan))} ms (the session's HTTP listener) and pydantic "
+        f"{fmt(heavy.get('pydantic', nan))} ms; the MCP SDK is no longer imported until a "
+        f"session names MCP servers. What would close the rest: handlers that validate "
+        f"`session/new` and build `session/update` notifications without `acp.schema` "
+        f"(plain dicts, as `initialize` already is), so the schema loads only for the "
+        f"rarer methods, and an HTTP listener on asyncio's own server instead of aiohttp "
+        f"for a session's first seconds."
     )

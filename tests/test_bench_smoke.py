@@ -4,6 +4,7 @@ timing (no number is asserted on: the machine is shared and noisy)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,9 @@ SCENARIOS = {
     "5": "s5_startup.png",
     "6": "s6_desktop.png",
     "7": "s7_checkpoints.png",
+    "8": "s8_postgres.png",
+    "9": "s9_search.png",
+    "10": "s10_features.png",
 }
 
 
@@ -41,13 +45,19 @@ def test_smoke_benchmark_writes_a_report_with_every_scenario(tmp_path: Path) -> 
         assert heading in report, f"scenario {key} missing from the report"
         section = report.split(heading, 1)[1].split("\n## ", 1)[0]
         assert "The benchmark failed" not in section
-        if "Skipped:" in section:  # only the desktop may be skipped (no display stack)
-            assert key == "6", section
+        if "Skipped:" in section:  # only the desktop (no display stack) and 10 (no bwrap)
+            assert key in ("6", "10"), section
             continue
         assert (out / plot).is_file(), f"{plot} not written"
         assert f"]({plot})" in section, f"{plot} not linked from scenario {key}"
     assert "report:" in done.stdout
-    _assert_checkpoint_fields(json.loads((out / "results.json").read_text())["scenarios"]["7"])
+    scenarios = json.loads((out / "results.json").read_text())["scenarios"]
+    _assert_checkpoint_fields(scenarios["7"])
+    _assert_postgres_fields(scenarios["8"])
+    if os.environ.get("CI"):  # bubblewrap is installed there: a skip is a failure
+        assert not scenarios["10"]["skipped"], scenarios["10"]["skipped"]
+    if not scenarios["10"]["skipped"]:
+        _assert_feature_fields(scenarios["10"])
 
 
 def _assert_checkpoint_fields(scenario: dict[str, Any]) -> None:
@@ -74,3 +84,29 @@ def _assert_checkpoint_fields(scenario: dict[str, Any]) -> None:
     for title in ("Snapshots of a working tree", "Code rewind", "A turn over stdio"):
         assert title in headline, title
     assert not any("Problem" in note for note in scenario["notes"]), scenario["notes"]
+    goals = " ".join(t["name"] for t in scenario["targets"])
+    assert any("`git status`" in t["name"] for t in scenario["targets"]), goals
+
+
+def _assert_feature_fields(scenario: dict[str, Any]) -> None:
+    """Scenario 10 reports what issue 17 asks for: the approval round trip, bwrap's cost
+    beside a bare start, and an MCP call through a turn beside the SDK client's own."""
+    raw = scenario["raw"]
+    assert len(raw["approval_extra_ms"]) == 6 and all(
+        s["n"] > 0 for s in raw["approval_extra_ms"].values()
+    ), raw["approval_extra_ms"]
+    assert any(k.startswith("floor: bwrap") for k in raw["spawn_ms"]), raw["spawn_ms"].keys()
+    assert raw["mcp_peer_ms"]["n"] > 0
+    assert len(raw["turns_ms"]) == 7, raw["turns_ms"].keys()
+    assert len(scenario["targets"]) == 5, scenario["targets"]
+    assert not any("Problem" in note for note in scenario["notes"]), scenario["notes"]
+
+
+def _assert_postgres_fields(scenario: dict[str, Any]) -> None:
+    """Scenario 8 compares PostgreSQL with SQLite on every operation, at two sizes of the
+    stored sessions, in one run (issue 16)."""
+    ratios = scenario["raw"]["ratios_p50"]
+    assert len(ratios) == 2, ratios.keys()
+    for by_op in ratios.values():
+        assert set(by_op) == {"create", "append", "close", "resume", "list", "delete"}
+        assert all(r > 0 for r in by_op.values()), by_op
