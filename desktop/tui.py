@@ -1,35 +1,44 @@
 """A terminal client over the same SidecarHost as the window, for people without a display.
 
-stdin is read by a daemon thread with plain `os.read`: the same on a pipe and a pty (tmux),
-the shared terminal is never made non-blocking, no reader lock can stall exit. Turns run as
-tasks, so `/cancel` works mid-turn. Views are asked of the sidecar, never cached here.
-File changes, diffs and rewinding are in `desktop.tui_changes`.
+On a terminal, lines are read with a real line editor (`desktop.tui_editor`: history,
+completion, output printed above the prompt). On a pipe (or TERM=dumb) stdin is read by a
+daemon thread with plain `os.read`: the shared terminal is never made non-blocking, no
+reader lock can stall exit. Turns run as tasks, so `/cancel` works mid-turn. Views are
+asked of the sidecar, never cached here. Sessions are in `desktop.tui_sessions`, approvals,
+rules and MCP servers in `desktop.tui_consent`, command output in `desktop.tui_output`,
+file changes, diffs and rewinding in `desktop.tui_changes`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import logging
 import os
-import shlex
+import re
 import signal
 import sys
 import threading
 from typing import Any
 
-from desktop import mcp_servers, sessions
+from desktop.ansi import SgrFilter, strip_all
 from desktop.client import RpcError
 from desktop.host import SidecarHost
-from desktop.tui_changes import APPROVAL_DIFF_LINES, ChangesCommands, UsageError
+from desktop.tui_changes import ChangesCommands, UsageError
+from desktop.tui_consent import ConsentCommands, permission_key
+from desktop.tui_output import OutputView
+from desktop.tui_sessions import SessionCommands
 from protocol.methods import Method
 
-HELP = """/sessions              all sessions; * marks the current one
-/new [mode] [backend] [--mcp 'NAME=COMMAND|URL']  a session in this directory (craft|plan|ask,
-                       pipe|pty), with MCP servers if given; becomes current
-/switch ID             make ID current (a unique prefix will do); shows its last messages
-/close [ID]  /resume [ID]  /forget ID   close (record kept), start again, delete (closed only)
+HELP = """/sessions              numbered: title, status, last activity, a preview; * is current
+/new [--cwd DIR] [--title T] [mode] [backend] [--mcp 'NAME=COMMAND|URL']
+                       a session (craft|plan|ask, pipe|pty; default: here, craft, pipe)
+/switch N|ID           make it current (N from /sessions; an id prefix will do)
+/close [N]  /resume [N]  /forget N   close (record kept), start again, delete (asks y/N)
+/retry                 send the current session's last prompt again (after an error)
 /mode M  /cancel       set the current session's mode; stop its running turn (Ctrl-C too)
+/output [PAGE]         the last command's whole output, 200 lines a page
 /rules [rm N]          the current session's permission rules; remove rule N
 /mcp [reconnect NAME]  the current session's MCP servers and their tools; reconnect one
 /changes [TURN]        what a turn (default: the last) changed: files with +/- and the diff
@@ -39,10 +48,10 @@ HELP = """/sessions              all sessions; * marks the current one
 /rewind undo           take back the last code rewind;  /rewind alone lists the turns
 y a n N                answer a waiting approval: y once, a always, n reject, N always reject
 quit                   close live sessions (records kept) and leave; Ctrl-D too
-anything else (unknown /words included) is a prompt to the current session;
-//text sends "/text" as it is (e.g. //mcp SERVER TOOL {json} for the offline provider)"""
-TAIL = 6
+anything else is a prompt to the current session; an unknown /word is answered here, never
+sent; //text sends "/text" as it is (e.g. //mcp SERVER TOOL {json} for the offline provider)"""
 QUIT_WORDS = {"quit", "/quit", "exit"}
+COMMAND = re.compile(r"/[A-Za-z][\w-]*")
 EOF, QUIT_NOW = "\x00eof", "\x00quit"
 
 
@@ -68,13 +77,19 @@ def read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str]) -> No
             put(line.decode("utf-8", "replace").rstrip("\r"))
 
 
-class Tui(ChangesCommands):
+class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
     def __init__(self, sidecar_args: list[str]) -> None:
         self.host = SidecarHost(sidecar_args)
         self.current: str | None = None
         self.turns: dict[asyncio.Task[None], str] = {}
         self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.sidecar_args = sidecar_args
         self.interactive = os.isatty(0)
+        # The line editor on a real terminal; plain reads (and a printed prompt) otherwise.
+        self.editing = (
+            self.interactive and os.isatty(1) and os.environ.get("TERM", "dumb") != "dumb"
+        )
+        self.editor: Any = None
         self.col = "start"  # where the cursor is: "start" of a line, after a "prompt", mid-"stream"
         self.quitting = False
         self.exit_code = 0
@@ -85,13 +100,24 @@ class Tui(ChangesCommands):
         self.tool_kinds: dict[str, str] = {}  # toolCallId -> ACP kind (execute, edit, read, ...)
         self.diff_shown: set[str] = set()
         self.colour = os.isatty(1) and os.environ.get("TERM", "dumb") != "dumb"
+        self.states: dict[str, dict[str, Any]] = {}  # sessionId -> its last summary seen
+        self.numbers: list[str] = []
+        self.known: list[dict[str, Any]] = []
+        self.last_prompt: dict[str, str] = {}
+        self.commands: dict[str, Any] = {}
+        self.last_command: dict[str, str] = {}
+        self.sized: dict[str, tuple[int, int]] = {}
+        self.agent_filter = SgrFilter()  # agent text is untrusted too
 
     # ---- output: async events may arrive at any time, so keep lines from running together ----
 
     def _write(self, text: str) -> None:
         try:
             sys.stdout.write(text)
-            sys.stdout.flush()
+            if not self.editing or text.endswith("\n"):
+                # (The editor's stdout proxy prints a line once it is whole: a partial
+                # line waits for the rest rather than being drawn under the prompt.)
+                sys.stdout.flush()
         except (BrokenPipeError, ValueError):  # nobody reads us any more: leave cleanly
             self.queue.put_nowait(QUIT_NOW)
 
@@ -112,22 +138,31 @@ class Tui(ChangesCommands):
         return session_id is not None and session_id in self.turns.values()
 
     def schedule_prompt(self) -> None:
-        """Show the prompt once things settle; never in the middle of the current turn."""
+        """Show the prompt once things settle; never in the middle of the current turn
+        (the line editor draws its own)."""
+        if self.editing and self.editor is not None:
+            self.editor.redraw()
+            return
         if self.interactive and not self._prompt_due:
             self._prompt_due = True
             asyncio.get_running_loop().call_soon(self._show_prompt)
+
+    def prompt_text(self) -> str:
+        label = self.current[:9] if self.current else ""
+        return f"{label}> "
 
     def _show_prompt(self) -> None:
         self._prompt_due = False
         if self.quitting or self.handling or self.col == "prompt" or self.running(self.current):
             return
-        label = self.current[:9] if self.current else ""
-        self._write(("\n" if self.col == "stream" else "") + f"{label}> ")
+        self._write(("\n" if self.col == "stream" else "") + self.prompt_text())
         self.col = "prompt"
 
     # ---- sidecar events ----
 
     def on_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == Method.STATE and params.get("sessionId"):
+            self.states[str(params["sessionId"])] = params
         if self.quitting or params.get("sessionId") != self.current:
             return
         if method == Method.STATE:
@@ -140,21 +175,23 @@ class Tui(ChangesCommands):
             error = f": {params['lastError']}" if params.get("status") == "error" else ""
             self.say(f"[{params.get('status')}, gen {params.get('generation')}{error}]")
         elif method == Method.SESSION_UPDATE:
-            self.show_update(params.get("update") or {})
+            self.show_update(str(params.get("sessionId")), params.get("update") or {})
         elif method == Method.TURN_CHANGES:
             self.show_turn_changes(params)
 
-    def show_update(self, update: dict[str, Any]) -> None:
+    def show_update(self, sid: str, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
+        call_id = str(update.get("toolCallId"))
         if kind == "agent_message_chunk":
-            self.stream(str((update.get("content") or {}).get("text") or ""))
+            text = self.agent_filter.feed(str((update.get("content") or {}).get("text") or ""))
+            self.stream(text if self.colour else strip_all(text))
         elif kind == "tool_call":
             call_kind = str(update.get("kind") or "execute")
-            self.tool_kinds[str(update.get("toolCallId"))] = call_kind
+            self.tool_kinds[call_id] = call_kind
             if call_kind == "execute":
-                self.say(
-                    f"$ {(update.get('rawInput') or {}).get('command') or update.get('title')}"
-                )
+                command = (update.get("rawInput") or {}).get("command") or update.get("title")
+                self.say(f"$ {self.clean(str(command))}")
+                self.command_started(sid, call_id, str(command))
             else:
                 self.say(f"[{call_kind}] {update.get('title')}")
         elif kind == "tool_call_update":
@@ -165,10 +202,14 @@ class Tui(ChangesCommands):
                 self.tool_kinds.pop(str(update.get("toolCallId")), None)
                 self.show_file_tool_end(update)
             elif output:
-                self.stream(str(output))
+                self.command_output(call_id, str(output))
             elif isinstance(raw, dict):
+                self.command_ended(call_id)
                 code = raw.get("exitCode")
-                self.say("[cancelled]" if raw.get("cancelled") else f"[exit {code}]")
+                if raw.get("cancelled"):
+                    self.say("[cancelled]")
+                else:
+                    self.say("[not run]" if code is None else f"[exit {code}]")
 
     def on_host_event(self, kind: str, data: dict[str, Any]) -> None:
         if self.quitting:
@@ -193,156 +234,11 @@ class Tui(ChangesCommands):
             self.exit_code = 1
             self.queue.put_nowait(QUIT_NOW)
 
-    # ---- consent ----
-
-    def show_permission(self, params: dict[str, Any]) -> None:
-        self.waiting.append(params)
-        call = params.get("toolCall") or {}
-        sid = str(params.get("sessionId"))
-        where = next(
-            (
-                c.get("content", {}).get("text", "").splitlines()[-1]
-                for c in call.get("content") or []
-                if c.get("type") == "content"
-            ),
-            "",
-        )
-        label = "" if sid == self.current else f" [{sid[:9]}]"
-        self.say(f"approve{label}? {call.get('title')} {where}".rstrip())
-        self.show_call_diffs(call, APPROVAL_DIFF_LINES)  # a write: exactly what it will write
-        self.say("  y once · a always · n reject · N always reject")
-
-    def answer_waiting(self, word: str) -> bool:
-        choice = {"y": "allow_once", "a": "allow_always", "n": "reject_once", "N": "reject_always"}
-        if not self.waiting or word not in choice:
-            return False
-        params = self.waiting.pop(0)
-        call_id = str((params.get("toolCall") or {}).get("toolCallId"))
-        if not self.host.answer_permission(str(params.get("sessionId")), call_id, choice[word]):
-            self.say("that request is no longer waiting")
-        elif word in "nN":
-            self.say("[refused]")
-        return True
-
-    async def cmd_rules(self, arg: str) -> None:
-        if self.current is None:
-            raise UsageError("no current session")
-        got = await self.host.request(Method.PERMISSIONS, {"sessionId": self.current})
-        rules = got["rules"]
-        words = arg.split()
-        if words and words[0] == "rm":
-            if len(words) != 2 or not words[1].isdigit() or not 1 <= int(words[1]) <= len(rules):
-                raise UsageError(f"usage: /rules rm N (1..{len(rules)})")
-            rules = [r for i, r in enumerate(rules, 1) if i != int(words[1])]
-            params = {"sessionId": self.current, "rules": rules}
-            rules = (await self.host.request(Method.SET_PERMISSIONS, params))["rules"]
-        if not rules:
-            self.say("no rules; answering a (always) or N (always reject) adds one")
-        for i, rule in enumerate(rules, 1):
-            how = "starting with" if rule["match"] == "prefix" else "exactly"
-            self.say(f"{i}. {rule['decision']} {rule['tool']} {how} {rule['value']!r}")
-
-    async def cmd_mcp(self, arg: str) -> None:
-        if self.current is None:
-            raise UsageError("no current session")
-        words = arg.split()
-        if words and words[0] == "reconnect":
-            if len(words) != 2:
-                raise UsageError("usage: /mcp reconnect NAME")
-            params = {"sessionId": self.current, "name": words[1]}
-            server = await self.host.request(Method.MCP_RECONNECT, params)
-            self.say(f"{server['name']}: {server['status']}, {server['tools']} tools")
-            return
-        servers = (await self.host.request(Method.STATUS, {"sessionId": self.current}))[
-            "mcpServers"
-        ]
-        if not servers:
-            self.say("no MCP servers in this session")
-        for server in servers:
-            error = f" — {server['error']}" if server.get("error") else ""
-            self.say(
-                f"{server['name']} ({server['transport']}): {server['status']}, "
-                f"{server['tools']} tools{error}"
-            )
-
     # ---- commands ----
-
-    async def list_sessions(self) -> list[dict[str, Any]]:
-        return await sessions.list_all(self.host)
-
-    async def resolve(self, arg: str, *, default_current: bool = False) -> dict[str, Any]:
-        """The summary of the session `arg` names: a full id or a unique prefix (with or
-        without `sess_`); no argument means the current session when that makes sense."""
-        if not arg:
-            if not default_current:
-                raise UsageError("give a session id (see /sessions)")
-            if self.current is None:
-                raise UsageError("no current session; /new creates one, /switch ID picks one")
-            arg = self.current
-        by_id = {s["sessionId"]: s for s in await self.list_sessions()}
-        found = [arg] if arg in by_id else [i for i in by_id if i.startswith((arg, "sess_" + arg))]
-        if not found:
-            raise UsageError(f"no session matches '{arg}' (see /sessions)")
-        if len(found) > 1:
-            raise UsageError(f"'{arg}' matches {len(found)} sessions; type more of the id")
-        return by_id[found[0]]
-
-    async def cmd_sessions(self, arg: str) -> None:
-        sessions = await self.list_sessions()
-        if not sessions:
-            self.say("no sessions yet; /new creates one")
-            return
-        row = "{} {:<37} {:<8} {:>3}  {:<5} {:<7} {:<20} {}{}".format
-        self.say(row(" ", "ID", "STATUS", "GEN", "MODE", "BACKEND", "TITLE", "CWD", ""))
-        for s in sessions:
-            mark = "*" if s["sessionId"] == self.current else " "
-            note = "  [interrupted]" if s.get("interrupted") else ""
-            fields = [s[k] for k in ("sessionId", "status", "generation", "mode", "backend")]
-            self.say(row(mark, *fields, s["title"][:20], s["cwd"], note))
-
-    async def cmd_new(self, arg: str) -> None:
-        usage = "usage: /new [mode] [backend] [--mcp 'NAME=COMMAND ARGS|URL']..."
-        try:
-            words = shlex.split(arg)
-        except ValueError as exc:
-            raise UsageError(f"{usage} ({exc})") from None
-        servers: list[dict[str, Any]] = []
-        plain: list[str] = []
-        while words:
-            word = words.pop(0)
-            if word != "--mcp":
-                plain.append(word)
-                continue
-            if not words or "=" not in words[0]:
-                raise UsageError(usage)
-            name, _, target = words.pop(0).partition("=")
-            try:
-                servers.append(mcp_servers.to_acp(name, target))
-            except mcp_servers.BadServer as exc:
-                raise UsageError(str(exc)) from None
-        if len(plain) > 2:
-            raise UsageError(usage)
-        meta = dict(zip(("mode", "backend"), plain, strict=False))
-        params = {"cwd": os.getcwd(), "mcpServers": servers, "_meta": meta}
-        s = (await self.host.request(Method.SESSION_NEW, params))["_meta"]
-        self.current = s["sessionId"]
-        self.say(f"created {self.current} ({describe_summary(s)}, backend {s['backend']})")
-
-    async def cmd_switch(self, arg: str) -> None:
-        s = await self.resolve(arg)
-        sid = self.current = s["sessionId"]
-        hint = "" if s.get("live") else "; not live: /resume to continue it"
-        self.say(f"switched to {sid} ({describe_summary(s)}{hint})")
-        offset = max(0, s["messageCount"] - TAIL)
-        params = {"sessionId": sid, "offset": offset, "limit": TAIL}
-        if offset:
-            self.say(f"... {offset} earlier message(s)")
-        for entry in (await self.host.request(Method.MESSAGES, params))["messages"]:
-            self.show_entry(entry)
 
     def show_entry(self, entry: dict[str, Any]) -> None:
         """One `TranscriptEntry` (protocol.models) as lines."""
-        kind, text = entry.get("type"), str(entry.get("text") or "").rstrip()
+        kind, text = entry.get("type"), self.clean(str(entry.get("text") or "")).rstrip()
         if kind == "user":
             self.say(f"you: {text}")
         elif kind == "assistant":
@@ -358,25 +254,6 @@ class Tui(ChangesCommands):
             self.say("tool: " + "\n".join(lines[:8] + (["..."] if len(lines) > 8 else [])))
         elif kind == "marker":
             self.say(f"[{entry.get('kind')}]")
-
-    async def cmd_close(self, arg: str) -> None:
-        sid = (await self.resolve(arg, default_current=True))["sessionId"]
-        s = (await self.host.request(Method.SESSION_CLOSE, {"sessionId": sid}))["_meta"]
-        self.say(f"closed {sid} ({describe_summary(s)}); the record is kept")
-
-    async def cmd_resume(self, arg: str) -> None:
-        found = await self.resolve(arg, default_current=True)
-        sid = found["sessionId"]
-        s = await sessions.resume(self.host, sid, found["cwd"])
-        self.current = sid
-        self.say(f"resumed {sid} ({describe_summary(s)})")
-
-    async def cmd_forget(self, arg: str) -> None:
-        sid = (await self.resolve(arg))["sessionId"]
-        await self.host.request(Method.SESSION_DELETE, {"sessionId": sid})
-        if self.current == sid:
-            self.current = None
-        self.say(f"forgot {sid}")
 
     async def cmd_mode(self, arg: str) -> None:
         if not arg or self.current is None:
@@ -397,8 +274,9 @@ class Tui(ChangesCommands):
 
     def send_prompt(self, text: str) -> None:
         if self.current is None:
-            self.say("no current session: /new creates one, /switch ID picks one")
+            self.say("no current session: /new creates one, /switch N picks one")
             return
+        self.last_prompt[self.current] = text
         task = asyncio.create_task(self.turn(self.current, text))
         self.turns[task] = self.current
 
@@ -406,10 +284,12 @@ class Tui(ChangesCommands):
         """One prompt; its stream is printed by on_notification, its end here."""
         params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         try:
+            if sid == self.current:
+                await self.size_session()  # its PTY commands get this terminal's size
             result = await self.host.request(Method.SESSION_PROMPT, params)
         except (RpcError, ConnectionError, TimeoutError) as exc:
             if not self.quitting:
-                self.say(f"error: {describe(exc)}")
+                self.say(f"error: {describe(exc)}{self.hint(sid, exc)}")
             return
         finally:
             self.turns.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
@@ -417,6 +297,8 @@ class Tui(ChangesCommands):
         stop = result.get("stopReason")
         if self.quitting:
             return
+        if sid == self.current:
+            self.stream(self.agent_filter.flush())
         if sid != self.current:
             self.say(f"[{sid[:9]}: turn ended: {stop}]")
         elif stop != "end_turn":
@@ -424,10 +306,36 @@ class Tui(ChangesCommands):
         elif self.col == "stream":
             self.stream("\n")
 
+    def hint(self, sid: str, exc: BaseException) -> str:
+        """What to do after a prompt failed."""
+        if isinstance(exc, RpcError) and "busy" in exc.message:
+            return " (wait for it to end, or /cancel it)"
+        if (self.states.get(sid) or {}).get("status") == "error":
+            return " — /retry to try again or /resume to restart the session"
+        if isinstance(exc, RpcError):
+            return ""
+        return " — /retry once the sidecar is back"
+
+    def unknown(self, word: str) -> str:
+        names = sorted(["/" + n[4:] for n in dir(self) if n.startswith("cmd_")] + ["/quit"])
+        close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+        hint = f" — did you mean {close[0]}?" if close else "; /help lists the commands"
+        return f"unknown command {word}{hint} (//{word[1:]} sends it to the model as it is)"
+
+    def command_names(self) -> list[str]:
+        return ["/" + n[4:] for n in dir(self) if n.startswith("cmd_")] + ["/quit"]
+
     async def handle(self, line: str) -> None:
         if self.pending_rewind is not None:
             try:
                 if await self.answer_rewind(line.strip()):
+                    return
+            except (RpcError, ConnectionError, TimeoutError) as exc:
+                self.say(f"error: {describe(exc)}")
+                return
+        if self.pending_forget is not None:
+            try:
+                if await self.answer_forget(line.strip()):
                     return
             except (RpcError, ConnectionError, TimeoutError) as exc:
                 self.say(f"error: {describe(exc)}")
@@ -438,9 +346,12 @@ class Tui(ChangesCommands):
             self.send_prompt(line.strip()[1:])
             return
         word, _, arg = line.strip().partition(" ")
-        command = getattr(self, "cmd_" + word[1:], None) if word.startswith("/") else None
-        if command is None:
+        if not COMMAND.fullmatch(word):
             self.send_prompt(line.strip())
+            return
+        command = getattr(self, "cmd_" + word[1:].replace("-", "_"), None)
+        if command is None:  # a typo costs nothing: never sent to the model
+            self.say(self.unknown(word))
             return
         self.handling = True
         try:
@@ -449,6 +360,36 @@ class Tui(ChangesCommands):
             self.say(f"error: {describe(exc)}")
         finally:
             self.handling = False
+
+    def start_reading(self, loop: asyncio.AbstractEventLoop) -> asyncio.Task[None] | None:
+        """The line editor on a terminal (its task), plain reads by a thread otherwise."""
+        if self.editing:
+            try:
+                from desktop.tui_editor import Editor, TuiCompleter, data_dir
+            except ImportError:  # no prompt_toolkit (the desktop extra): plain lines
+                self.editing = False
+        if self.editing:
+            history = data_dir(self.sidecar_args) / "tui-history"
+            completer = TuiCompleter(self.command_names, lambda: self.known)
+            self.editor = Editor(history, self.prompt_text, completer, self.on_winch)
+            task = asyncio.create_task(
+                self.editor.run(
+                    self.queue.put_nowait, lambda: self.queue.put_nowait(EOF), self.on_sigint
+                )
+            )
+            task.add_done_callback(self._editor_ended)
+            return task
+        threading.Thread(target=read_stdin, args=(loop, self.queue), daemon=True).start()
+        return None
+
+    def _editor_ended(self, task: asyncio.Task[None]) -> None:
+        """The line editor failed: say why and leave (nothing else reads input)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        self.editing = False
+        self.say(f"error: the line editor failed ({task.exception()!r}); quitting")
+        self.exit_code = 1
+        self.queue.put_nowait(QUIT_NOW)
 
     def on_sigint(self) -> None:
         """Ctrl-C cancels the current turn instead of killing the client."""
@@ -473,17 +414,20 @@ class Tui(ChangesCommands):
             await self.host.shutdown()
             return 1
         loop.add_signal_handler(signal.SIGINT, self.on_sigint)
+        loop.add_signal_handler(signal.SIGWINCH, self.on_winch)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, self.queue.put_nowait, QUIT_NOW)
-        threading.Thread(target=read_stdin, args=(loop, self.queue), daemon=True).start()
+        reading = self.start_reading(loop)
         self.say(f"sidecar ready (pid {self.host.pid}); /help lists commands")
+        with contextlib.suppress(RpcError, ConnectionError, TimeoutError):
+            await self.list_sessions()  # for completion
         try:
             while (line := await self.queue.get()) not in (EOF, QUIT_NOW):
-                if self.interactive:
+                if self.interactive and not self.editing:
                     self.col = "start"  # the terminal echoed the user's Enter
                 if line.strip() in QUIT_WORDS:
                     break
-                if line.strip():
+                if line.strip() or self.pending_forget or self.pending_rewind:
                     await self.handle(line)
                 self.schedule_prompt()
             if line == EOF and self.turns:
@@ -491,20 +435,15 @@ class Tui(ChangesCommands):
                 await asyncio.gather(*self.turns, return_exceptions=True)
         finally:
             self.quitting = True
+            if reading is not None:
+                reading.cancel()  # the editor gives the terminal back
+                await asyncio.gather(reading, return_exceptions=True)
             await self.host.shutdown()
             for task in list(self.turns):
                 task.cancel()
             await asyncio.gather(*self.turns, return_exceptions=True)
         self._write(("\n" if self.col != "start" else "") + "bye\n")
         return self.exit_code
-
-
-def permission_key(params: dict[str, Any]) -> tuple[Any, Any]:
-    return params.get("sessionId"), (params.get("toolCall") or {}).get("toolCallId")
-
-
-def describe_summary(s: dict[str, Any]) -> str:
-    return f"{s['status']}, gen {s['generation']}, mode {s['mode']}"
 
 
 def describe(exc: BaseException) -> str:

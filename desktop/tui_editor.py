@@ -1,0 +1,116 @@
+"""The terminal client's line editor (prompt_toolkit) when stdin is a terminal: history
+kept in the data dir, completion of /commands and of session numbers and ids, and the
+prompt kept at the bottom while output is printed above it (`patch_stdout`). On a pipe
+the client reads plain lines instead (`desktop.tui.read_stdin`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.patch_stdout import patch_stdout
+
+HISTORY_FILE: Final = "tui-history"
+SESSION_COMMANDS: Final = ("/switch", "/resume", "/close", "/forget", "/cancel")
+
+
+def data_dir(sidecar_args: list[str]) -> Path:
+    """The data dir the sidecar is given (its own default otherwise)."""
+    for i, arg in enumerate(sidecar_args):
+        if arg == "--data-dir" and i + 1 < len(sidecar_args):
+            return Path(sidecar_args[i + 1]).expanduser()
+        if arg.startswith("--data-dir="):
+            return Path(arg.partition("=")[2]).expanduser()
+    if os.environ.get("SIDECAR_DATA_DIR"):
+        return Path(os.environ["SIDECAR_DATA_DIR"]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("acp-session-host"))
+
+
+class TuiCompleter(Completer):
+    """`/com` -> the commands; `/resume ` -> the session numbers and ids of the last
+    listing (`sessions()` gives the summaries last seen)."""
+
+    def __init__(
+        self, commands: Callable[[], Iterable[str]], sessions: Callable[[], list[dict[str, Any]]]
+    ) -> None:
+        self.commands = commands
+        self.sessions = sessions
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or text.startswith("//"):
+            return
+        word, space, rest = text.partition(" ")
+        if not space:
+            for name in sorted(self.commands()):
+                if name.startswith(word):
+                    yield Completion(name, start_position=-len(word))
+            return
+        if word not in SESSION_COMMANDS or " " in rest:
+            return
+        for n, s in enumerate(self.sessions(), 1):
+            sid, title = str(s["sessionId"]), str(s.get("title") or "")
+            if str(n).startswith(rest):
+                yield Completion(str(n), -len(rest), display=f"{n} {title[:30]}")
+            elif sid.startswith(rest) or sid.startswith("sess_" + rest):
+                yield Completion(sid, -len(rest), display=f"{sid[:13]} {title[:30]}")
+
+
+class Editor:
+    """Reads lines with prompt_toolkit into `put`; EOF (Ctrl-D) and Ctrl-C are told."""
+
+    def __init__(
+        self,
+        history: Path,
+        prompt: Callable[[], str],
+        completer: Completer,
+        on_resize: Callable[[], None],
+    ) -> None:
+        history.parent.mkdir(parents=True, exist_ok=True)
+        self.session: PromptSession[str] = PromptSession(
+            history=FileHistory(str(history)),
+            completer=completer,
+            complete_while_typing=False,
+            enable_history_search=False,
+        )
+        self.prompt = prompt
+        app: Any = self.session.app
+        redraw = app._on_resize  # the app's own SIGWINCH handler replaces ours while it runs
+
+        def resized() -> None:
+            redraw()
+            on_resize()
+
+        app._on_resize = resized
+
+    def redraw(self) -> None:
+        """The prompt's text changed (another session is current)."""
+        self.session.app.invalidate()
+
+    async def run(
+        self,
+        put: Callable[[str], None],
+        on_eof: Callable[[], None],
+        on_interrupt: Callable[[], None],
+    ) -> None:
+        with patch_stdout(raw=True):
+            while True:
+                try:
+                    line = await self.session.prompt_async(self.prompt)
+                except EOFError:
+                    on_eof()
+                    return
+                except KeyboardInterrupt:
+                    on_interrupt()
+                    continue
+                put(line)
+                await asyncio.sleep(0)  # let the line be handled before the prompt redraws
