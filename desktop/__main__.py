@@ -1,7 +1,7 @@
 """`python -m desktop`: the desktop window over a sidecar, or the terminal client.
 
     python -m desktop [--data-dir DIR] [--provider NAME] [--model M]
-                      [--base-url URL] [--tui] [other sidecar options...]
+                      [--base-url URL] [--no-auto-resume] [--tui] [other sidecar options...]
     python -m desktop repl [same options]
 
 Sidecar options are passed through to the `python -m sidecar` child unchanged, so the
@@ -33,6 +33,11 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         "--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1"
     )
     parser.add_argument("--tui", action="store_true", help="terminal client instead of the window")
+    parser.add_argument(
+        "--no-auto-resume",
+        action="store_true",
+        help="do not resume the sessions that were live when the app last quit or the sidecar died",
+    )
     args, extra = parser.parse_known_args(list(argv))
     sidecar_args: list[str] = []
     for option in ("data_dir", "provider", "model", "base_url"):
@@ -76,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from desktop.app import AppOptions, DesktopApp, exit_when_threads_finish
 
-        app = DesktopApp(AppOptions(sidecar_args=sidecar_args))
+        app = DesktopApp(AppOptions(sidecar_args=sidecar_args, auto_resume=not args.no_auto_resume))
     except ImportError as exc:
         print(
             f"the desktop window needs the `desktop` extra (pip install -e '.[desktop]'): {exc}",

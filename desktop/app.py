@@ -19,10 +19,14 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
 from desktop.host import SidecarHost
+from desktop.live import LiveOutputs
+from desktop.settings import Settings
+from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,8 @@ class AppOptions:
     default_cwd: str = field(default_factory=os.getcwd)
     title: str = "ACP Session Host"
     size: tuple[int, int] = (1200, 780)
+    config_dir: Path | None = None  # the window's preferences (default: the user config dir)
+    auto_resume: bool = True  # resume the sessions that were live when the app last ran
 
 
 class HostThread:
@@ -117,6 +123,21 @@ class DesktopApp:
             lambda page_id: Bridge(self, page_id), options.title, options.size
         )
         self._quit_requested = threading.Event()
+        self.live = LiveOutputs()
+        self.settings = Settings(options.config_dir)
+        # Live sessions, from `_session/state`: kept in the settings as they change, so
+        # the next start (or a restarted sidecar) can resume them.
+        self._store = _data_dir(options.sidecar_args)
+        self._live: set[str] = set(self.settings.last_live(self._store))
+        self._live_lock = threading.Lock()
+        self._quitting = False
+        self._resume_after_restart: set[str] = set()
+        # The last auto-resume's outcome, until a page has shown it (it may finish before
+        # the first page listens for pushes).
+        self._auto_resumed: dict[str, Any] | None = None
+        # What a page would lose on Rebuild UI: per-session drafts, the selected session,
+        # scroll positions, the focused control (set by the page through the bridge).
+        self.memory: dict[str, Any] = {"drafts": {}, "selected": None, "scroll": {}, "focus": None}
         self.host_thread.host.on_notification(self._push_notification)
         self.host_thread.host.on_host_event(self._push_host_event)
 
@@ -125,12 +146,78 @@ class DesktopApp:
         return self.host_thread.host
 
     def _push_notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "_session/state" and isinstance(params.get("sessionId"), str):
+            self._track_live(params["sessionId"], bool(params.get("live")))
+        params = self.live.observe(method, params)
         self.windows.push({"type": "notification", "method": method, "params": params})
 
     def _push_host_event(self, kind: str, data: dict[str, Any]) -> None:
         if kind in ("sidecar_restarted", "sidecar_failed"):
             log.warning("%s: %s", kind, {k: v for k, v in data.items() if k != "stderr"})
+        if kind == "sidecar_exited":
+            with self._live_lock:  # what the dead sidecar had live; resumed by the next one
+                self._resume_after_restart |= self._live
         self.windows.push({"type": "host", "event": kind, "data": data})
+        if kind == "sidecar_restarted" and self.options.auto_resume and not self._quitting:
+            with self._live_lock:
+                ids, self._resume_after_restart = sorted(self._resume_after_restart), set()
+            if ids:
+                self.host_thread.submit(self._auto_resume(ids, "sidecar"))
+
+    # ---- coming back as you left -------------------------------------------------------
+
+    def _track_live(self, session_id: str, live: bool) -> None:
+        with self._live_lock:
+            if self._quitting:
+                return  # quitting closes them all; they stay listed to come back next time
+            if live:
+                self._live.add(session_id)
+            else:
+                self._live.discard(session_id)
+            ids = sorted(self._live)
+        self.settings.set_last_live(self._store, ids)
+
+    async def _auto_resume(self, ids: list[str], why: str) -> None:
+        """Resume the sessions that were live before (the app quit, or the sidecar died);
+        the page gets one `auto_resumed` event saying which, and which were interrupted."""
+        from desktop import sessions
+        from desktop.client import RpcError, SidecarGone
+
+        resumed: list[str] = []
+        interrupted: list[str] = []
+        failed: list[dict[str, str]] = []
+        for session_id in ids:
+            try:
+                summary = await sessions.resume(self.host, session_id)
+            except RpcError as exc:
+                if exc.code != ErrorCode.SESSION_NOT_FOUND:
+                    failed.append({"sessionId": session_id, "error": exc.message})
+                with self._live_lock:
+                    self._live.discard(session_id)
+                continue
+            except (SidecarGone, ConnectionError, OSError) as exc:
+                log.warning("auto-resume stopped: %s", exc)
+                return
+            resumed.append(session_id)
+            if summary.get("interrupted"):
+                interrupted.append(session_id)
+        log.info(
+            "auto-resumed %d session(s) after %s (%d interrupted, %d failed)",
+            len(resumed),
+            why,
+            len(interrupted),
+            len(failed),
+        )
+        outcome = {"why": why, "resumed": resumed, "interrupted": interrupted, "failed": failed}
+        with self._live_lock:
+            self._auto_resumed = outcome
+        self.push_bridge_event("auto_resumed", outcome)
+
+    def take_auto_resumed(self) -> dict[str, Any] | None:
+        """The last auto-resume's outcome, once (a page shows it at load)."""
+        with self._live_lock:
+            outcome, self._auto_resumed = self._auto_resumed, None
+        return outcome
 
     def push_bridge_event(self, event: str, data: dict[str, Any]) -> None:
         self.windows.push({"type": "bridge", "event": event, "data": data})
@@ -155,12 +242,18 @@ class DesktopApp:
             self.host_thread.stop()
             return 1
         log.info("sidecar running (pid %s)", self.host.pid)
+        if self.options.auto_resume:
+            with self._live_lock:
+                ids = sorted(self._live)
+            if ids:
+                self.host_thread.submit(self._auto_resume(ids, "start"))
         self.windows.open_first()
         previous = signal.signal(signal.SIGTERM, self._on_signal)
         try:
             webview.start(self._started, (on_started,), gui="qt", private_mode=True)
         finally:
             signal.signal(signal.SIGTERM, previous)
+            self.windows.release()
             self.shutdown()
         return 0
 
@@ -179,10 +272,26 @@ class DesktopApp:
 
     def shutdown(self) -> None:
         """Stop pushing to pages, then close every session and the sidecar."""
+        with self._live_lock:
+            self._quitting = True  # the live list is kept as it is now, for the next start
         self.windows.stop_pushing()
         started = time.monotonic()
         self.host_thread.stop()
         log.info("sidecar stopped in %.2f s; quitting", time.monotonic() - started)
+
+
+def _data_dir(sidecar_args: list[str]) -> str:
+    """Which sessions database the sidecar uses (the key of the remembered live sessions)."""
+    for i, arg in enumerate(sidecar_args):
+        if arg == "--data-dir" and i + 1 < len(sidecar_args):
+            return os.path.abspath(sidecar_args[i + 1])
+        if arg.startswith("--data-dir="):
+            return os.path.abspath(arg.split("=", 1)[1])
+    return (
+        os.path.abspath(os.environ["SIDECAR_DATA_DIR"])
+        if os.environ.get("SIDECAR_DATA_DIR")
+        else ""
+    )
 
 
 def exit_when_threads_finish(code: int) -> int:

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
+import webbrowser
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from desktop import mcp_servers, sessions
+from desktop import mcp_servers, render, sessions
 from desktop.client import RpcError, SidecarGone
 from protocol.errors import ErrorCode
 from protocol.methods import Method
@@ -33,6 +35,9 @@ REQUEST_TIMEOUT = 30.0
 PERMISSION_OPTIONS = ("allow_once", "allow_always", "reject_once", "reject_always")
 PROMPT_ACCEPT_WAIT = 1.0  # a refused prompt is refused at once; longer means it is running
 MAX_PAGE = 1000
+OUTPUT_COLOUR_LIMIT = 64 * 1024  # a stored command's output shown in colour up to this size
+OUTPUT_PAGE = 256 * 1024
+MAX_DRAFT = 1_000_000
 
 TITLES: dict[int, str] = {
     ErrorCode.INVALID_PARAMS: "Invalid input",
@@ -60,7 +65,25 @@ def error(code: int | str, message: str, title: str = "Error") -> dict[str, Any]
 
 
 def rpc_error(exc: RpcError) -> dict[str, Any]:
-    return error(exc.code, exc.message, TITLES.get(exc.code, "Sidecar error"))
+    message = exc.message
+    # "Invalid input: Invalid params: ..." said the same thing twice.
+    for prefix in ("Invalid params: ", "Invalid params:"):
+        if exc.code == ErrorCode.INVALID_PARAMS and message.startswith(prefix):
+            message = message[len(prefix) :].strip() or message
+    return error(exc.code, message, TITLES.get(exc.code, "Sidecar error"))
+
+
+def _folder(cwd: Any) -> str | dict[str, Any]:
+    """The working directory the user typed: `~` expanded, made absolute, and checked, so
+    a mistake gets one clear message."""
+    if not isinstance(cwd, str) or not cwd.strip():
+        return error("invalid_input", "Choose a working directory.", "Working directory")
+    path = os.path.abspath(os.path.expanduser(cwd.strip()))
+    if not os.path.exists(path):
+        return error("invalid_input", f"There is no folder {path}.", "Working directory")
+    if not os.path.isdir(path):
+        return error("invalid_input", f"{path} is a file, not a folder.", "Working directory")
+    return path
 
 
 def _turn(value: Any) -> int:
@@ -129,7 +152,17 @@ class Bridge:
             "modes": available_modes(),
             "backends": [backend.value for backend in Backend],
             "sidecar": self.sidecar_info(),
+            "memory": self._app.memory,
+            "providerProblem": self._provider_problem(),
+            "settings": self._app.settings.snapshot(),
+            "autoResume": self._app.options.auto_resume,
+            "autoResumed": self._app.take_auto_resumed(),
         }
+
+    def _provider_problem(self) -> str | None:
+        meta = (self._host.initialize_result or {}).get("_meta") or {}
+        problem = meta.get("providerProblem")
+        return problem if isinstance(problem, str) else None
 
     def sidecar_info(self) -> dict[str, Any]:
         thread = self._app.host_thread
@@ -147,8 +180,67 @@ class Bridge:
 
     # ---- sessions -----------------------------------------------------------------------
 
-    def list_sessions(self) -> Any:
-        return self._run(sessions.list_all(self._host))
+    def list_sessions(self, query: str | None = None, archived: bool = False) -> Any:
+        """Sessions by last activity; `query` searches titles and transcripts (sidecar FTS),
+        `archived` lists the archived ones."""
+        if query is not None and (not isinstance(query, str) or len(query) > 1000):
+            return error("invalid_input", "query must be text (at most 1000 characters)")
+        return self._run(
+            sessions.list_all(self._host, (query or "").strip() or None, archived is True)
+        )
+
+    def archive(self, session_id: str, archived: bool = True) -> Any:
+        try:
+            params = {
+                "sessionId": _text(session_id, "sessionId"),
+                "archived": _flag(archived, "archived"),
+            }
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._request(Method.ARCHIVE, params)
+
+    def rename(self, session_id: str, title: str) -> Any:
+        try:
+            params = {"sessionId": _text(session_id, "sessionId"), "title": _text(title, "title")}
+        except BadInput as exc:
+            return error("invalid_input", str(exc), "Title")
+        return self._request(Method.RENAME, params)
+
+    def export_session(self, session_id: str, fmt: str = "jsonl") -> Any:
+        """Write the session to a file in a folder the user picks (JSON Lines to import
+        later, or Markdown to read); `{path, ...}`, or `{cancelled: true}`."""
+        if fmt not in ("jsonl", "markdown"):
+            return error("invalid_input", "format must be jsonl or markdown")
+        picked = self.pick_folder(self._app.options.default_cwd)
+        if "error" in picked:
+            return picked
+        if not picked["folder"]:
+            return {"cancelled": True}
+        try:
+            params = {
+                "sessionId": _text(session_id, "sessionId"),
+                "format": fmt,
+                "directory": picked["folder"],
+            }
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._request(Method.EXPORT, params)
+
+    def import_session(self) -> Any:
+        """A new (closed) session from a JSON Lines export the user picks."""
+        import webview
+
+        try:
+            chosen = self._app.windows.current.create_file_dialog(
+                webview.FileDialog.OPEN,
+                directory=self._app.options.default_cwd,
+                file_types=("Session exports (*.jsonl)", "All files (*.*)"),
+            )
+        except (RuntimeError, OSError) as exc:
+            return error("dialog", str(exc), "No file dialog")
+        if not chosen:
+            return {"cancelled": True}
+        return self._request(Method.IMPORT, {"path": str(chosen[0])})
 
     def status(self, session_id: str) -> Any:
         try:
@@ -167,7 +259,119 @@ class Bridge:
             sid = _text(session_id, "sessionId")
         except BadInput as exc:
             return error("invalid_input", str(exc))
-        return self._run(sessions.messages_page(self._host, sid, offset, limit))
+        return self._run(_rendered_page(self._host, sid, offset, limit))
+
+    def output(self, session_id: str, tool_call_id: str, offset: int = 0) -> Any:
+        """A page of a command's whole output (`_session/output`) with its HTML."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            return error("invalid_input", "offset must be a non-negative integer")
+        try:
+            params = {
+                "sessionId": _text(session_id, "sessionId"),
+                "toolCallId": _text(tool_call_id, "toolCallId"),
+                "offset": offset,
+                "limit": OUTPUT_PAGE,
+            }
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        page = self._request(Method.OUTPUT, params)
+        if "error" in page:
+            return page
+        return {**page, "html": render.ansi_html(page["text"])}
+
+    def live_calls(self, session_id: str) -> Any:
+        """The session's running tool calls with their output so far (after a rebuild)."""
+        return self._app.live.running(str(session_id))
+
+    # ---- what a page keeps across Rebuild UI --------------------------------------------
+
+    def save_draft(self, session_id: str, text: str) -> Any:
+        if not isinstance(session_id, str) or not isinstance(text, str) or len(text) > MAX_DRAFT:
+            return error("invalid_input", "a draft is a session id and its text")
+        drafts = self._app.memory["drafts"]
+        if text:
+            drafts[session_id] = text
+        else:
+            drafts.pop(session_id, None)
+        return {"ok": True}
+
+    def remember(self, selected: str | None, scroll: dict[str, Any], focus: str | None) -> Any:
+        """The page's view (selected session, scroll positions, focused control)."""
+        memory = self._app.memory
+        memory["selected"] = selected if isinstance(selected, str) else None
+        if isinstance(scroll, dict):
+            memory["scroll"] = {
+                str(k): v for k, v in scroll.items() if isinstance(v, (int, float)) and v >= 0
+            }
+        memory["focus"] = focus if isinstance(focus, str) and len(focus) < 200 else None
+        return {"ok": True}
+
+    # ---- preferences and the folder picker ---------------------------------------------
+
+    def set_theme(self, theme: str) -> Any:
+        try:
+            return self._app.settings.set_theme(theme)
+        except ValueError as exc:
+            return error("invalid_input", str(exc))
+
+    def pick_folder(self, start: str = "") -> Any:
+        """The system's folder dialog; the chosen folder, or null when cancelled."""
+        directory = os.path.expanduser(start.strip()) if isinstance(start, str) else ""
+        if not os.path.isdir(directory):
+            directory = self._app.options.default_cwd
+        import webview
+
+        try:
+            chosen = self._app.windows.current.create_file_dialog(
+                webview.FileDialog.FOLDER, directory=directory
+            )
+        except (RuntimeError, OSError) as exc:
+            return error("dialog", str(exc), "No folder dialog")
+        if not chosen:
+            return {"folder": None}
+        return {"folder": str(chosen[0])}
+
+    def markdown(self, text: str) -> Any:
+        """Agent text being streamed, rendered as the stored copy will be (the page asks at
+        most a few times a second)."""
+        if not isinstance(text, str) or len(text) > MAX_DRAFT:
+            return error("invalid_input", "text must be a string of at most 1 MB")
+        return {"html": render.markdown_html(text)}
+
+    # ---- links and the clipboard --------------------------------------------------------
+
+    def open_link(self, url: str) -> Any:
+        """Open a link from agent text in the system browser (http, https, mailto only);
+        the app itself never navigates."""
+        if not render.safe_link(url):
+            return error(
+                "invalid_input", "Only http, https and mailto links open.", "Link not opened"
+            )
+        try:
+            opened = webbrowser.open(url, new=2)
+        except webbrowser.Error as exc:
+            return error("no_browser", str(exc), "Link not opened")
+        if not opened:
+            return error("no_browser", f"No web browser could open {url}", "Link not opened")
+        return {"ok": True}
+
+    def copy_text(self, text: str) -> Any:
+        """Put `text` on the system clipboard (a code block's Copy button)."""
+        if not isinstance(text, str):
+            return error("invalid_input", "text must be a string")
+
+        def put() -> None:
+            from qtpy.QtWidgets import QApplication
+
+            clipboard = QApplication.clipboard()
+            if clipboard is not None:
+                clipboard.setText(text)
+
+        try:
+            self._app.windows.gui.call(put)
+        except (RuntimeError, TimeoutError) as exc:
+            return error("clipboard", str(exc), "Not copied")
+        return {"ok": True}
 
     def new_session(
         self,
@@ -177,6 +381,10 @@ class Bridge:
         title: str,
         servers: list[dict[str, str]] | None = None,
     ) -> Any:
+        folder = _folder(cwd)
+        if isinstance(folder, dict):
+            return folder
+        cwd = folder
         meta = {"mode": mode or "craft", "backend": backend or "pipe"}
         if isinstance(title, str) and title.strip():
             meta["title"] = title.strip()
@@ -188,7 +396,10 @@ class Bridge:
             return error("invalid_input", str(exc), "MCP server")
         params = {"cwd": cwd, "mcpServers": mcp, "_meta": meta}
         result = self._request(Method.SESSION_NEW, params)
-        return result if "error" in result else result["_meta"]
+        if "error" in result:
+            return result
+        self._app.settings.add_recent(cwd)
+        return result["_meta"]
 
     def prompt(self, session_id: str, text: str) -> Any:
         """Start a turn; answers once it is refused, finished, or clearly running.
@@ -225,6 +436,15 @@ class Bridge:
         """A session setting (approval, sandbox, model, mode) by its ACP config option id."""
         params = {"sessionId": session_id, "configId": config_id, "value": value}
         return self._request(Method.SESSION_SET_CONFIG_OPTION, params)
+
+    def fork(self, session_id: str, turn: int | None = None) -> Any:
+        """A new session from this one (before `turn`, or all of it), in the same folder."""
+        try:
+            sid = _text(session_id, "sessionId")
+            which = None if turn is None else _turn(turn)
+        except BadInput as exc:
+            return error("invalid_input", str(exc))
+        return self._run(sessions.fork(self._host, sid, which))
 
     # ---- changes and rewind -------------------------------------------------------------
 
@@ -297,6 +517,36 @@ class Bridge:
 
 
 # ---- coroutines run on the host loop -------------------------------------------------
+
+
+async def _rendered_page(
+    host: SidecarHost, session_id: str, offset: int | None, limit: int
+) -> dict[str, Any]:
+    """A transcript page with `html` for agent text and tool output. A command's stored
+    result is plain text; its spooled output, as printed, gives the colours back when it is
+    small enough (the card offers the whole output otherwise)."""
+    page = await sessions.messages_page(host, session_id, offset, limit)
+    entries = [render.with_html(m) for m in page["messages"]]
+
+    async def coloured(entry: dict[str, Any]) -> dict[str, Any]:
+        if entry.get("type") != "tool_result" or entry.get("tool") != "bash":
+            return entry
+        params = {
+            "sessionId": session_id,
+            "toolCallId": entry.get("toolCallId"),
+            "limit": OUTPUT_COLOUR_LIMIT,
+        }
+        try:
+            out = await host.request(Method.OUTPUT, params)
+        except RpcError:
+            return entry
+        extra: dict[str, Any] = {"outputTotal": out.get("total", 0)}
+        if out.get("next", 0) >= out.get("total", 0):
+            extra["html"] = render.ansi_html(str(out.get("text", "")))
+        return {**entry, **extra}
+
+    page["messages"] = list(await asyncio.gather(*(coloured(m) for m in entries)))
+    return page
 
 
 async def _start_prompt(app: DesktopApp, params: dict[str, Any]) -> dict[str, Any]:

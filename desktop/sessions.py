@@ -14,17 +14,26 @@ class Requester(Protocol):
     ) -> Any: ...
 
 
-async def list_all(host: Requester) -> list[dict[str, Any]]:
-    """Every session summary (the sidecar pages its list 100 at a time), newest first."""
+async def list_all(
+    host: Requester, query: str | None = None, archived: bool = False
+) -> list[dict[str, Any]]:
+    """Every session summary (the sidecar pages its list 100 at a time), most recent
+    activity first; `query` keeps those whose title or transcript has every word,
+    `archived` lists the archived ones instead."""
     summaries: list[dict[str, Any]] = []
-    params: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    if query:
+        meta["query"] = query
+    if archived:
+        meta["archived"] = True
+    params: dict[str, Any] = {"_meta": meta} if meta else {}
     while True:
         page = await host.request(Method.SESSION_LIST, params)
         summaries.extend(entry["_meta"] for entry in page["sessions"])
         cursor = page.get("nextCursor")
         if not cursor:
             return summaries
-        params = {"cursor": cursor}
+        params = {"cursor": cursor, **({"_meta": meta} if meta else {})}
 
 
 async def messages_page(
@@ -49,6 +58,17 @@ async def resume(host: Requester, session_id: str, cwd: str | None = None) -> di
     )
     resumed: dict[str, Any] = result["_meta"]
     return resumed
+
+
+async def fork(host: Requester, session_id: str, turn: int | None = None) -> dict[str, Any]:
+    """Fork a session in its own directory (before `turn`, when given); the new summary."""
+    cwd = (await host.request(Method.STATUS, {"sessionId": session_id}))["cwd"]
+    params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+    if turn is not None:
+        params["_meta"] = {"turn": turn}
+    result = await host.request(Method.SESSION_FORK, params)
+    forked: dict[str, Any] = result["_meta"]
+    return forked
 
 
 async def changes(host: Requester, session_id: str, turn: int | None = None) -> dict[str, Any]:

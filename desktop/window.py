@@ -252,6 +252,24 @@ class WindowManager:
         for page in pages:
             page.window.destroy()
 
+    def release(self) -> None:
+        """After the GUI loop (main thread): run the deletions the closed windows asked for,
+        so each page goes before its profile. pywebview deletes a page with `deleteLater`
+        and leaves the loop at once; left to interpreter exit, the profile went first and
+        Qt warned "Release of profile requested but WebEnginePage still not deleted"."""
+        if QApplication.instance() is None:
+            return
+        QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+        with self._lock:
+            pages = list(self._pages.values())
+        for page in pages:  # a window still open (quit by signal): its page goes first too
+            native = page.window.native
+            view = getattr(native, "webview", None)
+            web_page = view.page() if view is not None else None
+            if web_page is not None:
+                web_page.deleteLater()
+        QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+
     def request_quit(self) -> bool:
         """Leave the GUI loop (from a signal handler, on the main thread); False if no loop.
 

@@ -20,6 +20,16 @@
     started: false,
     booting: true, // pushes are queued until the first full load is done
     queued: [],
+    drafts: {}, // sessionId -> text not sent yet (kept on the Python side too)
+    scroll: {}, // sessionId -> scrollTop, or -1 for "at the end"
+    turnStarted: new Map(), // sessionId -> when its running turn started (ms)
+    lastPrompt: new Map(), // sessionId -> the last prompt sent from this page (Retry)
+    orphans: [],
+    lastFocus: null, // data-testid of the last focused control
+    filterIds: null, // a search's (or the archived view's) sessions, else null: all
+    recent: [], // recently used working directories (newest first)
+    theme: "system",
+    context: new Map(), // sessionId -> {used, size}: the last usage_update // tool_call_updates for cards not drawn yet (see restoreLive)
   };
 
   // ---- DOM helpers -------------------------------------------------------------------
@@ -34,6 +44,61 @@
     }
     for (const child of children) if (child) node.append(child);
     return node;
+  }
+
+  // ---- rendered HTML -----------------------------------------------------------------
+
+  // Agent text and command output arrive as HTML made and sanitised on the Python side
+  // (desktop/render.py: Markdown through nh3, output as SGR spans of escaped text). The
+  // page only inserts it and adds what needs the DOM: truecolour values (CSP forbids
+  // inline styles in markup) and the code blocks' Copy buttons.
+  function fragment(html) {
+    const t = document.createElement("template");
+    t.innerHTML = html;
+    for (const span of t.content.querySelectorAll("[data-fg], [data-bg]")) {
+      if (span.dataset.fg) span.style.color = span.dataset.fg;
+      if (span.dataset.bg) span.style.backgroundColor = span.dataset.bg;
+    }
+    return t.content;
+  }
+
+  function markdownNode(html, props = {}) {
+    const node = el("div", props);
+    node.append(fragment(html));
+    for (const pre of node.querySelectorAll("pre")) {
+      const wrap = el("div", { class: "code-block" });
+      pre.replaceWith(wrap);
+      const copy = el("button", { type: "button", class: "copy-btn small ghost", "data-testid": "copy-code", "aria-label": "Copy code", text: "Copy" });
+      copy.addEventListener("click", async () => {
+        const text = pre.innerText;
+        let ok = false;
+        try {
+          await navigator.clipboard.writeText(text);
+          ok = true;
+        } catch (err) {
+          ok = Boolean(await quietCall("copy_text", text));
+        }
+        copy.textContent = ok ? "Copied" : "Not copied";
+        setTimeout(() => (copy.textContent = "Copy"), 1500);
+      });
+      wrap.append(copy, pre);
+    }
+    return node;
+  }
+
+  // Links in agent text open in the system browser (the bridge checks the scheme); the
+  // app itself never navigates.
+  function onLinkClick(e) {
+    const a = e.target && e.target.closest ? e.target.closest("a[href]") : null;
+    if (!a) return;
+    e.preventDefault();
+    e.stopPropagation();
+    if (e.type === "click") call("open_link", a.getAttribute("href"));
+  }
+
+  function tokens(n) {
+    n = Number(n) || 0;
+    return n >= 10000 ? `${Math.round(n / 1000)}k` : n >= 1000 ? `${(n / 1000).toFixed(1)}k` : String(n);
   }
 
   function badge(node, status) {
@@ -69,16 +134,22 @@
 
   // ---- banners -----------------------------------------------------------------------
 
-  function showError(error) {
+  // `cause` ("session:ID", "sidecar") lets the banner clear itself once that is over.
+  function showError(error, cause = "") {
+    const provider = byId("provider-banner");
+    const known = !provider.hidden && $(".banner-text", provider).textContent;
+    if (known && String(error.message || "").includes(known)) return; // said once, at the top
     const banner = byId("error-banner");
     $(".banner-title", banner).textContent = `${error.title || "Error"}:`;
     $(".banner-text", banner).textContent = error.message || String(error.code);
     banner.dataset.code = String(error.code);
+    banner.dataset.cause = cause;
     banner.hidden = false;
   }
 
-  function clearError() {
-    byId("error-banner").hidden = true;
+  function clearError(cause) {
+    const banner = byId("error-banner");
+    if (cause === undefined || banner.dataset.cause === cause) banner.hidden = true;
   }
 
   // What an action did, with at most one follow-up (e.g. undo).
@@ -100,8 +171,17 @@
   function showSidecarBanner(kind, text) {
     const banner = byId("sidecar-banner");
     banner.className = `banner ${kind}`;
+    banner.dataset.pid = String((state.info && state.info.sidecar && state.info.sidecar.pid) || "");
     $(".banner-text", banner).textContent = text;
     banner.hidden = false;
+  }
+
+  // A problem the sidecar found with its model provider at start (no API key, ...): said
+  // once, at the top, until it is gone (a restarted sidecar that no longer reports it).
+  function showProvider(problem) {
+    const banner = byId("provider-banner");
+    $(".banner-text", banner).textContent = problem || "";
+    banner.hidden = !problem;
   }
 
   function renderSidecar(info) {
@@ -115,18 +195,266 @@
 
   function renderSidebar() {
     const list = byId("session-list");
-    list.replaceChildren(...[...state.sessions.values()].map(sessionItem));
+    const focusedId = document.activeElement && document.activeElement.closest && document.activeElement.closest("[data-testid=session-item]");
+    const keep = focusedId ? focusedId.dataset.sessionId : null;
+    list.replaceChildren(...visibleSessions().map(sessionItem));
+    if (!list.querySelector("[tabindex='0']") && list.firstElementChild) list.firstElementChild.tabIndex = 0;
+    if (keep) {
+      // Focus stays in the list, on the selected item (arrow keys move the selection).
+      const again = list.querySelector(`[data-session-id="${CSS.escape(state.selected || keep)}"]`) || list.querySelector(`[data-session-id="${CSS.escape(keep)}"]`);
+      if (again) again.focus();
+    }
     $(".sidebar-empty").hidden = state.sessions.size > 0;
+  }
+
+  // The sidebar: by last activity; a search or the archived view shows the sidecar's answer.
+  function visibleSessions() {
+    const byActivity = (a, b) => String(b.updatedAt || "").localeCompare(String(a.updatedAt || ""));
+    if (state.filterIds) return [...state.filterIds].map((id) => state.sessions.get(id)).filter(Boolean).sort(byActivity);
+    return [...state.sessions.values()].filter((s) => !s.archived).sort(byActivity);
+  }
+
+  let searchTimer = null;
+  function onSearchInput() {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(runSearch, 250);
+  }
+
+  async function runSearch() {
+    const query = byId("session-search").value.trim();
+    const archived = byId("show-archived").checked;
+    if (!query && !archived) {
+      state.filterIds = null;
+      renderSidebar();
+      return;
+    }
+    const found = await call("list_sessions", query, archived);
+    if (!found || byId("session-search").value.trim() !== query || byId("show-archived").checked !== archived) return;
+    for (const s of found) state.sessions.set(s.sessionId, { ...(state.sessions.get(s.sessionId) || {}), ...s });
+    state.filterIds = new Set(found.map((s) => s.sessionId));
+    renderSidebar();
+    byId("session-list").dataset.query = query;
+  }
+
+  function relTime(iso) {
+    const t = Date.parse(iso);
+    if (!t) return "";
+    const s = Math.max(0, (Date.now() - t) / 1000);
+    if (s < 60) return "just now";
+    if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+    if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+    if (s < 86400 * 7) return `${Math.floor(s / 86400)} d ago`;
+    return new Date(t).toLocaleDateString();
+  }
+
+  async function toggleArchive() {
+    const s = state.sessions.get(state.selected);
+    if (!s) return;
+    const fresh = await call("archive", s.sessionId, !s.archived);
+    if (!fresh) return;
+    updateSession(fresh);
+    showNotice(fresh.archived ? `Archived “${fresh.title}”: hidden from the list (tick “archived” to see it).` : `“${fresh.title}” is back in the list.`);
+    if (state.filterIds) runSearch();
+  }
+
+  async function exportSession(format) {
+    const s = state.sessions.get(state.selected);
+    if (!s) return;
+    const done = await call("export_session", s.sessionId, format);
+    if (!done || done.cancelled) return;
+    showNotice(`Exported ${done.entries} entries to ${done.path}`);
+  }
+
+  async function importSession() {
+    const summary = await call("import_session");
+    if (!summary || summary.cancelled) return;
+    updateSession(summary);
+    await select(summary.sessionId);
+    showNotice(`Imported “${summary.title}” as a new session (closed: Resume to continue it).`);
+  }
+
+  function startRename() {
+    const s = state.sessions.get(state.selected);
+    const title = $(".d-title");
+    if (!s || title.querySelector("input")) return;
+    const input = el("input", { type: "text", value: s.title, "data-testid": "rename-input", "aria-label": "Session title" });
+    title.replaceChildren(input);
+    input.focus();
+    input.select();
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const text = input.value.trim();
+      if (save && text && text !== s.title) {
+        const fresh = await call("rename", s.sessionId, text);
+        if (fresh) updateSession(fresh);
+      }
+      renderDetails();
+    };
+    input.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") { e.preventDefault(); finish(true); }
+      else if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); finish(false); }
+    });
+    input.addEventListener("blur", () => finish(true));
+  }
+
+  // Arrows move through the sidebar (and select); Home/End jump; Enter selects.
+  function onItemKey(e, sessionId) {
+    const items = [...document.querySelectorAll("[data-testid=session-item]")];
+    const at = items.findIndex((i) => i.dataset.sessionId === sessionId);
+    let to = null;
+    if (e.key === "ArrowDown") to = Math.min(items.length - 1, at + 1);
+    else if (e.key === "ArrowUp") to = Math.max(0, at - 1);
+    else if (e.key === "Home") to = 0;
+    else if (e.key === "End") to = items.length - 1;
+    else if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      select(sessionId).then(() => byId("prompt-input").focus());
+      return;
+    } else return;
+    e.preventDefault();
+    const target = items[to];
+    if (!target) return;
+    select(target.dataset.sessionId, false).then(() => {
+      const again = document.querySelector(`[data-testid=session-item][data-session-id="${CSS.escape(target.dataset.sessionId)}"]`);
+      if (again) again.focus();
+    });
+  }
+
+  // ---- quick switch (Ctrl+K) -------------------------------------------------------------
+
+  function openQuickSwitch() {
+    const box = byId("quick-switch");
+    box.hidden = false;
+    const input = byId("quick-input");
+    input.value = "";
+    renderQuick();
+    input.focus();
+  }
+
+  function closeQuickSwitch(refocus = true) {
+    byId("quick-switch").hidden = true;
+    if (refocus) byId("prompt-input").focus();
+  }
+
+  function quickMatches() {
+    const words = byId("quick-input").value.toLowerCase().split(/\s+/).filter(Boolean);
+    return [...state.sessions.values()].filter((s) => {
+      const hay = `${s.title} ${s.cwd} ${s.sessionId}`.toLowerCase();
+      return words.every((w) => hay.includes(w));
+    }).slice(0, 20);
+  }
+
+  function renderQuick() {
+    const list = byId("quick-list");
+    const matches = quickMatches();
+    list.replaceChildren(...matches.map((s, i) => el(
+      "li",
+      { role: "option", "data-testid": "quick-item", "data-session-id": s.sessionId, "aria-selected": String(i === 0), class: i === 0 ? "active" : "" },
+      el("span", { class: "item-title", text: s.title }),
+      el("span", { class: "item-cwd", text: ` ${shortPath(s.cwd)}` }),
+    )));
+    for (const li of list.children) li.addEventListener("mousedown", (e) => { e.preventDefault(); quickPick(li.dataset.sessionId); });
+  }
+
+  function quickMove(delta) {
+    const items = [...byId("quick-list").children];
+    if (!items.length) return;
+    let at = items.findIndex((li) => li.classList.contains("active"));
+    at = (at + delta + items.length) % items.length;
+    items.forEach((li, i) => { li.classList.toggle("active", i === at); li.setAttribute("aria-selected", String(i === at)); });
+  }
+
+  async function quickPick(sessionId) {
+    closeQuickSwitch(false);
+    if (sessionId) await select(sessionId);
+    byId("prompt-input").focus();
+  }
+
+  function onQuickKey(e) {
+    if (e.key === "ArrowDown") { e.preventDefault(); quickMove(1); }
+    else if (e.key === "ArrowUp") { e.preventDefault(); quickMove(-1); }
+    else if (e.key === "Enter") {
+      e.preventDefault();
+      const active = byId("quick-list").querySelector(".active");
+      quickPick(active ? active.dataset.sessionId : null);
+    } else if (e.key === "Escape") { e.preventDefault(); e.stopPropagation(); closeQuickSwitch(); }
+  }
+
+  // ---- theme and narrow windows ------------------------------------------------------------
+
+  const THEMES = ["system", "light", "dark"];
+  const THEME_LABELS = { system: "◐ System", light: "☀ Light", dark: "☾ Dark" };
+
+  function applyTheme(theme) {
+    state.theme = THEMES.includes(theme) ? theme : "system";
+    if (state.theme === "system") delete document.documentElement.dataset.theme;
+    else document.documentElement.dataset.theme = state.theme;
+    const button = byId("theme-toggle");
+    button.textContent = THEME_LABELS[state.theme];
+    button.setAttribute("aria-label", `Colour theme: ${state.theme}`);
+  }
+
+  async function cycleTheme() {
+    const next = THEMES[(THEMES.indexOf(state.theme) + 1) % THEMES.length];
+    applyTheme(next);
+    await quietCall("set_theme", next);
+  }
+
+  function toggleSidebar(open) {
+    const show = open === undefined ? !document.body.classList.contains("sidebar-open") : open;
+    document.body.classList.toggle("sidebar-open", show);
+    byId("sidebar-toggle").setAttribute("aria-expanded", String(show));
+  }
+
+  function announce(text) {
+    const node = byId("announcer");
+    node.textContent = "";
+    setTimeout(() => (node.textContent = text), 50);
+  }
+
+  // ---- the new-session form ---------------------------------------------------------------
+
+  function openNewForm() {
+    const form = byId("new-session-form");
+    toggleSidebar(true);
+    form.hidden = false;
+    loadSavedServers();
+    if (!form.elements.cwd.value) form.elements.cwd.value = (state.recent[0] || state.info.defaultCwd);
+    byId("new-session-error").hidden = true;
+    form.elements.cwd.focus();
+  }
+
+  function closeNewForm() {
+    byId("new-session-form").hidden = true;
+    byId("new-session").focus();
+  }
+
+  function renderRecent() {
+    byId("recent-folders").replaceChildren(...state.recent.map((f) => el("option", { value: f })));
+  }
+
+  async function browseFolder() {
+    const form = byId("new-session-form");
+    const got = await call("pick_folder", form.elements.cwd.value);
+    if (got && got.folder) form.elements.cwd.value = got.folder;
+    form.elements.cwd.focus();
   }
 
   function sessionItem(s) {
     const status = el("span", { "data-testid": "session-status" });
     badge(status, s.awaitingPermission ? "waiting" : s.status);
     if (s.awaitingPermission) status.textContent = "waiting for approval";
+    const selected = s.sessionId === state.selected;
     const item = el(
       "li",
-      { class: "session-item", "data-testid": "session-item", "data-session-id": s.sessionId },
-      el("div", { class: "item-row" }, el("span", { class: "item-title", text: s.title }), status),
+      {
+        class: "session-item", "data-testid": "session-item", "data-session-id": s.sessionId,
+        role: "option", "aria-selected": String(selected), tabindex: selected || (!state.selected && !state.sessions.size) ? "0" : "-1",
+        title: `${s.title}\n${s.cwd}`, "aria-label": `${s.title}, ${s.awaitingPermission ? "waiting for approval" : s.status}`,
+      },
+      el("div", { class: "item-row" }, el("span", { class: "item-title", text: s.title, title: s.title }), status),
       el(
         "div",
         { class: "item-row" },
@@ -134,11 +462,14 @@
         s.interrupted
           ? el("span", { class: "interrupted", "data-testid": "session-interrupted", text: "⚠ interrupted" })
           : null,
+        s.archived ? el("span", { class: "item-gen", "data-testid": "session-archived", text: "archived" }) : null,
+        el("span", { class: "item-time", "data-testid": "session-time", text: relTime(s.updatedAt), title: s.updatedAt }),
         el("span", { class: "item-gen", "data-testid": "session-generation", text: `gen ${s.generation}` }),
       ),
     );
-    item.classList.toggle("selected", s.sessionId === state.selected);
+    item.classList.toggle("selected", selected);
     item.addEventListener("click", () => select(s.sessionId));
+    item.addEventListener("keydown", (e) => onItemKey(e, s.sessionId));
     return item;
   }
 
@@ -164,7 +495,8 @@
     $(".placeholder").hidden = Boolean(s);
     $(".session-view").hidden = !s;
     if (!s) return;
-    $(".d-title").textContent = s.title;
+    if (!$(".d-title input")) $(".d-title").textContent = s.title;
+    byId("archive-session").textContent = s.archived ? "Unarchive" : "Archive";
     badge(byId("detail-status"), s.status);
     byId("detail-interrupted").hidden = !s.interrupted;
     byId("detail-generation").textContent = String(s.generation);
@@ -186,10 +518,20 @@
     lastError.hidden = !s.lastError;
     lastError.textContent = s.lastError ? `Last error: ${s.lastError}` : "";
     byId("close-session").disabled = !s.live;
-    byId("resume-session").disabled = s.live;
+    byId("resume-session").disabled = s.live && s.status !== "error";
+    byId("error-actions").hidden = s.status !== "error";
+    byId("detail-model").textContent = s.model || "—";
+    const usage = s.usage || {};
+    const context = state.context.get(s.sessionId);
+    const parts = [];
+    if (usage.inputTokens || usage.outputTokens) parts.push(`${tokens(usage.inputTokens)} in · ${tokens(usage.outputTokens)} out`);
+    if (context) parts.push(`context ${tokens(context.used)}${context.size ? ` / ${tokens(context.size)}` : ""}`);
+    byId("detail-usage").textContent = parts.join(" · ");
+    byId("detail-usage").parentElement.hidden = parts.length === 0;
     byId("send").disabled = !s.live;
     byId("stop").disabled = s.status !== "running";
     turns.updateButtons();
+    updateWorking();
   }
 
   // ---- transcript --------------------------------------------------------------------
@@ -208,9 +550,10 @@
         endTurn();
         turn = m.turn || null;
         changed = false;
-        nodes.push(turns.userMessage(m));
+        nodes.push(withMessageActions(turns.userMessage(m), m));
       } else if (m.type === "assistant") {
-        if (m.text) nodes.push(el("div", { class: "msg agent", text: m.text }));
+        if (m.text && m.html) nodes.push(markdownNode(m.html, { class: "msg agent md", "data-testid": "agent-message" }));
+        else if (m.text) nodes.push(el("div", { class: "msg agent", "data-testid": "agent-message", text: m.text }));
         for (const call of m.toolCalls || []) {
           changed = changed || !turns.readOnlyTool(call.tool);
           const block = toolBlock(call.toolCallId, call.title, TOOL_KINDS[call.tool] || "other");
@@ -221,8 +564,9 @@
       } else if (m.type === "tool_result") {
         let block = tools.get(m.toolCallId);
         if (!block) nodes.push((block = toolBlock(m.toolCallId, m.tool || "tool", TOOL_KINDS[m.tool] || "other")));
-        if (block.dataset.kind === "execute") finishTool(block, m.text, ...exitStatus(m.exitCode, m.exitCode === null || m.exitCode === undefined));
-        else finishTool(block, m.text, ...storedStatus(m));
+        if (block.dataset.kind === "execute") finishTool(block, m.text, ...exitStatus(m.exitCode, m.exitCode === null || m.exitCode === undefined), m.html);
+        else finishTool(block, m.text, ...storedStatus(m), m.html);
+        if (m.outputTotal && !m.html) offerFullOutput(block, state.transcript && state.transcript.sessionId, m.toolCallId);
       } else if (m.type === "marker" && m.text) {
         const text = m.kind === "interrupted" ? `⚠ ${m.text}` : m.text;
         nodes.push(el("div", { class: "note", "data-testid": `note-${m.kind}`, text }));
@@ -230,6 +574,54 @@
     }
     endTurn();
     return nodes;
+  }
+
+  // Retry, edit-and-resend and fork on each of the user's messages.
+  function withMessageActions(node, m) {
+    if (!m.turn || !node.classList.contains("user-turn")) return node;
+    const act = (testid, label, title, run) =>
+      el("button", { type: "button", class: "ghost small msg-action", "data-testid": testid, text: label, title, "aria-label": title, onclick: run });
+    node.append(
+      el(
+        "div",
+        { class: "msg-actions", role: "group", "aria-label": `Actions for turn ${m.turn}` },
+        act("msg-retry", "Retry", "Send this message again", () => resendText(m.text)),
+        act("msg-edit", "Edit", "Edit and resend: the conversation goes back to before this message", () => editAndResend(m)),
+        act("msg-fork", "Fork", "Fork: a new session with the conversation before this message", () => forkAt(m)),
+      ),
+    );
+    return node;
+  }
+
+  async function resendText(text) {
+    const input = byId("prompt-input");
+    input.value = text;
+    await send();
+  }
+
+  async function editAndResend(m) {
+    const sessionId = state.selected;
+    if (!sessionId) return;
+    const done = await call("rewind", sessionId, m.turn, "conversation", false, false);
+    if (!done) return;
+    await afterRewind(sessionId);
+    const input = byId("prompt-input");
+    input.value = m.text;
+    setDraft(sessionId, m.text);
+    input.focus();
+    showNotice(`The conversation is back to before turn ${m.turn}: edit the message and send it.`);
+  }
+
+  async function forkAt(m) {
+    const from = state.selected;
+    if (!from) return;
+    const summary = await call("fork", from, m.turn);
+    if (!summary) return;
+    updateSession(summary);
+    state.drafts[summary.sessionId] = m.text;
+    quietCall("save_draft", summary.sessionId, m.text);
+    await select(summary.sessionId);
+    showNotice(`Forked before turn ${m.turn} into “${summary.title}”: edit the message and send it there.`);
   }
 
   const TOOL_KINDS = { bash: "execute", read_file: "read", list_files: "search", write_file: "edit", edit_file: "edit" };
@@ -262,11 +654,64 @@
     return m.ok === false ? ["failed", false] : ["done", true];
   }
 
-  function finishTool(block, output, label, ok) {
-    $(".tool-out", block).textContent = output || "";
+  // `html` (rendered output) replaces the text when given; `keep` leaves the streamed
+  // output in place (it has the colours the stored plain text lost).
+  function finishTool(block, output, label, ok, html, keep) {
+    const out = $(".tool-out", block);
+    if (!keep) {
+      if (html) out.replaceChildren(fragment(html));
+      else out.textContent = output || "";
+    }
     const status = $(".tool-status", block);
     status.className = `tool-status ${ok ? "ok" : "fail"}`;
     status.textContent = label;
+    collapseLong(block, keep ? out.textContent : html || output || "");
+  }
+
+  const COLLAPSE_LINES = 30;
+
+  // A long card shows its start; "Show all" unfolds it (and folds it back).
+  function collapseLong(block, text) {
+    const old = $(".show-all", block);
+    if (old) old.remove();
+    const lines = (text.match(/\n/g) || []).length + (text && !text.endsWith("\n") ? 1 : 0);
+    const out = $(".tool-out", block);
+    out.classList.remove("expanded");
+    if (lines <= COLLAPSE_LINES) {
+      out.classList.remove("collapsed");
+      return;
+    }
+    out.classList.add("collapsed");
+    const button = el("button", { type: "button", class: "show-all small ghost", "data-testid": "show-all", "aria-expanded": "false", text: `Show all (${lines} lines)` });
+    button.addEventListener("click", () => {
+      const collapsed = out.classList.toggle("collapsed");
+      out.classList.toggle("expanded", !collapsed);
+      button.setAttribute("aria-expanded", String(!collapsed));
+      button.textContent = collapsed ? `Show all (${lines} lines)` : "Show less";
+    });
+    out.after(button);
+  }
+
+  // The transcript keeps a command's output up to the model's cap; the sidecar spools all
+  // of it: "Full output" pages through that, in colour.
+  function offerFullOutput(block, sessionId, toolCallId) {
+    if (!sessionId || !toolCallId || $(".full-output", block)) return;
+    const button = el("button", { type: "button", class: "full-output small ghost", "data-testid": "full-output", text: "Full output" });
+    let next = 0;
+    button.addEventListener("click", async () => {
+      const page = await call("output", sessionId, toolCallId, next);
+      if (!page) return;
+      const out = $(".tool-out", block);
+      if (next === 0) out.replaceChildren();
+      out.append(fragment(page.html));
+      out.classList.remove("collapsed");
+      const all = $(".show-all", block);
+      if (all) all.remove();
+      next = page.next;
+      if (next >= page.total) button.remove();
+      else button.textContent = `More output (${Math.round((page.total - next) / 1024)} KiB left)`;
+    });
+    $(".tool-head", block).append(button);
   }
 
   // A path under the session's directory is shown relative to it (the sidecar sends
@@ -329,6 +774,62 @@
     };
     $(".live").replaceChildren();
     renderTranscript(false);
+    const want = state.scroll[sessionId];
+    if (typeof want === "number" && want >= 0) byId("transcript").scrollTop = want;
+    await restoreLive(sessionId);
+  }
+
+  // Streamed agent text is drawn as Markdown too, a few times a second (rendered by the
+  // host like the stored copy); the stored copy replaces it when the turn ends.
+  function renderStreaming(node) {
+    if (node._timer) return;
+    node._timer = setTimeout(async () => {
+      node._timer = null;
+      const raw = node._raw || node.textContent;
+      const got = await quietCall("markdown", raw);
+      if (!got || !node.isConnected || !node.classList.contains("streaming")) return;
+      follow(() => {
+        node.replaceChildren(markdownNode(got.html));
+        node.classList.add("md");
+        node._rendered = true;
+      });
+      if ((node._raw || "") !== raw) renderStreaming(node);
+    }, 300);
+  }
+
+  // A page that loads while a command runs (Rebuild UI, a switch back) asks the host for
+  // the running calls' output so far; chunks pushed meanwhile carry a sequence number, so
+  // nothing is drawn twice or missed.
+  async function restoreLive(sessionId) {
+    const s = state.sessions.get(sessionId);
+    if (!s || s.status !== "running") return;
+    const calls = (await quietCall("live_calls", sessionId)) || [];
+    if (state.selected !== sessionId) return;
+    for (const c of calls) {
+      let block = toolCard(c.toolCallId);
+      if (!block) {
+        block = toolBlock(c.toolCallId, c.command || c.title, c.kind || "execute");
+        liveAppend(block);
+      }
+      follow(() => $(".tool-out", block).replaceChildren(fragment(c.html)));
+      block.dataset.seq = String(c.seq);
+      block.dataset.streamed = "1";
+    }
+    const early = state.orphans.splice(0);
+    for (const params of early) onUpdate(params);
+  }
+
+  function toolCard(toolCallId) {
+    const sel = `.tool[data-tool-call-id="${CSS.escape(toolCallId)}"]`;
+    return $(`.live ${sel}`) || $(`.stored ${sel}`);
+  }
+
+  // Keep the newest output in view, unless the user scrolled up to read.
+  function follow(change) {
+    const box = byId("transcript");
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+    change();
+    if (atBottom) box.scrollTop = box.scrollHeight;
   }
 
   async function loadOlder() {
@@ -368,6 +869,11 @@
   }
 
   function onUpdate(params) {
+    if (params.update && params.update.sessionUpdate === "usage_update") {
+      state.context.set(params.sessionId, { used: params.update.used, size: params.update.size });
+      if (params.sessionId === state.selected) renderDetails();
+      return;
+    }
     if (!state.transcript || params.sessionId !== state.transcript.sessionId) return;
     const u = params.update;
     const live = $(".live");
@@ -376,8 +882,11 @@
       liveAppend(el("div", { class: "msg user", text }));
     } else if (u.sessionUpdate === "agent_message_chunk") {
       const last = live.lastElementChild;
-      if (last && last.classList.contains("streaming")) last.textContent += text;
-      else liveAppend(el("div", { class: "msg agent streaming", "data-testid": "streaming", text }));
+      if (last && last.classList.contains("streaming")) {
+        last._raw = (last._raw || last.textContent) + text;
+        if (!last._rendered) follow(() => (last.textContent += text));
+        renderStreaming(last);
+      } else liveAppend(el("div", { class: "msg agent streaming", "data-testid": "streaming", text }));
     } else if (u.sessionUpdate === "tool_call") {
       const last = live.lastElementChild;
       if (last) last.classList.remove("streaming");
@@ -385,21 +894,42 @@
       showDiffs(block, u.content, false); // open in the approval card; here once written
       liveAppend(block);
     } else if (u.sessionUpdate === "tool_call_update") {
-      const block = live.querySelector(`.tool[data-tool-call-id="${CSS.escape(u.toolCallId)}"]`);
-      if (!block) return;
-      if (u._meta && typeof u._meta.output === "string") $(".tool-out", block).textContent += u._meta.output;
+      const block = toolCard(u.toolCallId);
+      if (!block) {
+        // Its card is not drawn yet (a page loading mid-command): replayed once it is.
+        if (state.orphans.length < 5000) state.orphans.push(params);
+        return;
+      }
+      const meta = u._meta || {};
+      const out = $(".tool-out", block);
+      if (typeof meta.outputHtml === "string") {
+        if ((meta.outputSeq || 0) > Number(block.dataset.seq || 0)) {
+          follow(() => out.append(fragment(meta.outputHtml)));
+          block.dataset.seq = String(meta.outputSeq || 0);
+          block.dataset.streamed = "1";
+        }
+      } else if (typeof meta.output === "string") {
+        follow(() => (out.textContent += meta.output));
+        block.dataset.streamed = "1";
+      }
       const finished = u.status === "completed" || u.status === "failed";
       if (u.content && u.content.length) {
         const output = u.content.map((c) => (c.content && c.content.text) || "").join("");
+        const streamed = block.dataset.streamed === "1";
         if (finished) {
           const raw = u.rawOutput || {};
-          if (block.dataset.kind === "execute") finishTool(block, output, ...exitStatus(raw.exitCode, Boolean(raw.cancelled)));
+          // A command's streamed output (in colour) stays; the stored copy is plain text.
+          const keep = streamed && block.dataset.kind === "execute" && out.textContent.length > 0;
+          if (block.dataset.kind === "execute") finishTool(block, output, ...exitStatus(raw.exitCode, Boolean(raw.cancelled)), null, keep);
           else finishTool(block, output, u.status === "completed" ? "done" : "failed", u.status === "completed");
           showDiffs(block, u.content, true);
-        } else {
-          $(".tool-out", block).textContent = output; // the live output so far, whole
+        } else if (!streamed) {
+          follow(() => (out.textContent = output)); // the live output so far, whole
         }
       }
+    } else if (u.sessionUpdate === "usage_update") {
+      state.context.set(params.sessionId, { used: u.used, size: u.size });
+      if (params.sessionId === state.selected) renderDetails();
     } else if (u.sessionUpdate === "current_mode_update") {
       const s = state.sessions.get(params.sessionId);
       if (s) updateSession({ ...s, mode: u.currentModeId });
@@ -452,6 +982,7 @@
   function showPermission(p) {
     state.permissions.set(permissionKey(p), p);
     renderPermissions();
+    updateWorking();
   }
 
   function renderPermissions() {
@@ -552,11 +1083,21 @@
     const wasRunning = s.status === "running";
     // A settled approval may have added a rule ("always"): the details show the rules.
     if (s.awaitingPermission && !p.awaitingPermission && p.sessionId === state.selected) loadRules(p.sessionId);
+    if (p.status === "running") {
+      if (!state.turnStarted.has(p.sessionId)) state.turnStarted.set(p.sessionId, Date.now());
+    } else state.turnStarted.delete(p.sessionId);
     updateSession(p); // _session/state carries the whole summary
     // A turn ended (or streamed text arrived while this page was loading): converge on the store.
     const streamed = $(".live").childElementCount > 0;
     if (state.selected === p.sessionId && p.status !== "running" && (wasRunning || streamed)) refetchTail();
-    if (p.status === "error" && p.lastError) showError({ title: "Session error", message: `${s.title}: ${p.lastError}` });
+    if (wasRunning && p.status !== "running") announce(p.status === "error" ? `${p.title}: the turn failed` : `${p.title}: new reply`);
+    if (p.status === "error" && p.lastError) {
+      const text = `${s.title}: ${p.lastError}`;
+      const banner = byId("error-banner");
+      // Shown once: the failed prompt's own answer may have said it already.
+      if (banner.hidden || !$(".banner-text", banner).textContent.includes(p.lastError)) showError({ title: "Session error", message: text }, `session:${p.sessionId}`);
+      else banner.dataset.cause = `session:${p.sessionId}`;
+    } else if (p.status !== "error") clearError(`session:${p.sessionId}`);
   }
 
   function onHost(event, data) {
@@ -566,7 +1107,14 @@
       showSidecarBanner("warn", `The sidecar exited (code ${data.code}); restarting it…`);
     } else if (event === "sidecar_restarted") {
       Object.assign(info, { state: "running", pid: data.pid, restarts: data.restarts });
-      showSidecarBanner("warn", "The sidecar restarted; sessions were closed and can be resumed.");
+      showSidecarBanner("warn", state.info.autoResume
+        ? "The sidecar restarted; sessions were closed and can be resumed. Resuming the ones that were live…"
+        : "The sidecar restarted; sessions were closed and can be resumed.");
+      clearError("sidecar");
+      setTimeout(() => {
+        const banner = byId("sidecar-banner");
+        if (banner.dataset.pid === String(data.pid)) banner.hidden = true; // over: it runs again
+      }, 10000);
       refreshAll();
     } else if (event === "sidecar_failed") {
       info.state = "failed";
@@ -577,6 +1125,7 @@
       return showPermission(data);
     } else if (event === "permission_settled") {
       state.permissions.delete(`${data.sessionId} ${data.toolCallId}`);
+      updateWorking();
       return renderPermissions();
     }
     renderSidecar(info);
@@ -587,7 +1136,27 @@
     else if (event.type === "notification" && event.method === "session/update") onUpdate(event.params);
     else if (event.type === "notification" && event.method === "_session/turn_changes") turns.onTurnChanges(event.params);
     else if (event.type === "host") onHost(event.event, event.data);
-    else if (event.type === "bridge" && event.event === "prompt_failed") showError(event.data.error);
+    else if (event.type === "bridge" && event.event === "auto_resumed") onAutoResumed(event.data);
+    else if (event.type === "bridge" && event.event === "prompt_failed") {
+      showError(event.data.error, `session:${event.data.sessionId}`);
+      state.turnStarted.delete(event.data.sessionId);
+      updateWorking();
+    }
+  }
+
+  // Sessions that were live before (the app quit, the sidecar died) came back by themselves.
+  async function onAutoResumed(data) {
+    await refreshList();
+    const n = data.resumed.length;
+    if (!n && !data.failed.length) return;
+    const title = (id) => (state.sessions.get(id) || {}).title || id;
+    let text = `Resumed ${n} session${n === 1 ? "" : "s"} that ${n === 1 ? "was" : "were"} live ${data.why === "start" ? "when the app quit" : "before the sidecar restarted"}.`;
+    if (data.interrupted.length) text += ` Interrupted mid-turn (the last turn did not finish): ${data.interrupted.map(title).join(", ")}.`;
+    if (data.failed.length) text += ` Could not resume: ${data.failed.map((f) => `${title(f.sessionId)} (${f.error})`).join(", ")}.`;
+    showNotice(text);
+    const banner = byId("sidecar-banner");
+    if (data.why === "sidecar") banner.hidden = true; // its cause is over
+    if (state.selected && data.resumed.includes(state.selected)) loadTranscript(state.selected);
   }
 
   // ---- loading and actions -----------------------------------------------------------
@@ -596,6 +1165,10 @@
     const list = await call("list_sessions");
     if (!list) return;
     state.sessions = new Map(list.map((s) => [s.sessionId, s]));
+    for (const s of list) {
+      if (s.status === "running" && !state.turnStarted.has(s.sessionId)) state.turnStarted.set(s.sessionId, Date.parse(s.updatedAt) || Date.now());
+      else if (s.status !== "running") state.turnStarted.delete(s.sessionId);
+    }
     if (state.selected && !state.sessions.has(state.selected)) {
       state.selected = null;
       state.transcript = null;
@@ -612,10 +1185,18 @@
     if (state.selected) await loadTranscript(state.selected);
   }
 
-  async function select(sessionId) {
+  async function select(sessionId, focus = true) {
     if (state.selected === sessionId && state.transcript) return;
+    if (state.selected && state.transcript) viewMemory(); // the scroll we leave, for coming back
     state.selected = sessionId;
     state.transcript = null;
+    state.orphans = [];
+    showDraft();
+    if (focus) {
+      byId("prompt-input").focus();
+      toggleSidebar(false);
+    }
+    remember();
     turns.reset();
     byId("confirm-delete-box").hidden = true;
     $(".stored").replaceChildren();
@@ -638,8 +1219,23 @@
       servers.push(typed);
       if (f.mcpSave.checked && !(await call("save_mcp_server", typed.name, typed.target))) return;
     }
-    const summary = await call("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value, servers);
-    if (!summary) return;
+    const formError = byId("new-session-error");
+    formError.hidden = true;
+    let summary = null;
+    try {
+      summary = await window.pywebview.api.new_session(f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value, servers);
+    } catch (err) {
+      summary = { error: { title: "Bridge error", message: String((err && err.message) || err) } };
+    }
+    if (!summary || summary.error) {
+      const e = (summary && summary.error) || { title: "Error", message: "No answer" };
+      formError.textContent = `${e.title}: ${e.message}`;
+      formError.hidden = false;
+      f.cwd.focus();
+      return;
+    }
+    if (!state.recent.includes(summary.cwd)) state.recent.unshift(summary.cwd);
+    renderRecent();
     form.hidden = true;
     f.title.value = "";
     f.mcpName.value = f.mcpTarget.value = "";
@@ -654,25 +1250,170 @@
     clearError();
     const input = byId("prompt-input");
     const text = input.value.trim();
-    if (!text || !state.selected) return;
+    const sessionId = state.selected;
+    if (!text || !sessionId) return;
     input.value = ""; // at once, so typing the next message is never wiped by this answer
-    const result = await call("prompt", state.selected, text);
-    if (!result && !input.value) input.value = text; // refused: give the text back
+    setDraft(sessionId, "");
+    input.focus();
+    state.lastPrompt.set(sessionId, text);
+    // The message shows at once; the stored copy replaces it when the turn ends.
+    const pending = el("div", { class: "msg user pending", "data-testid": "pending-user", text });
+    liveAppend(pending);
+    byId("transcript").scrollTop = byId("transcript").scrollHeight;
+    markRunning(sessionId);
+    const result = await call("prompt", sessionId, text);
+    if (!result) {
+      pending.remove(); // refused: give the text back, to the session it was for
+      const now = state.sessions.get(sessionId);
+      if (!now || now.status !== "running") state.turnStarted.delete(sessionId); // not "busy"
+      if (state.selected === sessionId && !input.value) {
+        input.value = text;
+        setDraft(sessionId, text);
+      } else if (!state.drafts[sessionId]) setDraft(sessionId, text);
+      updateWorking();
+    }
   }
+
+  // ---- drafts, and what a rebuilt page comes back to ------------------------------------
+
+  // Drafts are kept per session on the Python side (a rebuilt page starts empty).
+  let draftTimer = null;
+  function setDraft(sessionId, text) {
+    if (!sessionId) return;
+    if (text) state.drafts[sessionId] = text;
+    else delete state.drafts[sessionId];
+    clearTimeout(draftTimer);
+    draftTimer = null;
+    quietCall("save_draft", sessionId, text);
+  }
+
+  function onDraftInput() {
+    const sessionId = state.selected;
+    if (!sessionId) return;
+    const text = byId("prompt-input").value;
+    if (text) state.drafts[sessionId] = text;
+    else delete state.drafts[sessionId];
+    clearTimeout(draftTimer);
+    draftTimer = setTimeout(() => quietCall("save_draft", sessionId, text), 250);
+  }
+
+  function showDraft() {
+    byId("prompt-input").value = (state.selected && state.drafts[state.selected]) || "";
+  }
+
+  // The view a rebuilt page restores: selection, each transcript's scroll, the focus.
+  function viewMemory() {
+    const box = byId("transcript");
+    if (state.selected && state.transcript) {
+      const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+      state.scroll[state.selected] = atBottom ? -1 : box.scrollTop;
+    }
+    return [state.selected, state.scroll, state.lastFocus];
+  }
+
+  let rememberTimer = null;
+  function remember(now) {
+    clearTimeout(rememberTimer);
+    if (now) return quietCall("remember", ...viewMemory());
+    rememberTimer = setTimeout(() => quietCall("remember", ...viewMemory()), 300);
+    return null;
+  }
+
+  async function rebuild() {
+    const input = byId("prompt-input");
+    if (state.selected) {
+      clearTimeout(draftTimer);
+      await quietCall("save_draft", state.selected, input.value);
+    }
+    await remember(true);
+    call("rebuild_ui");
+  }
+
+  // ---- progress ------------------------------------------------------------------------
+
+  function markRunning(sessionId) {
+    if (!state.turnStarted.has(sessionId)) state.turnStarted.set(sessionId, Date.now());
+    updateWorking();
+  }
+
+  // "Working… 12 s" while the selected session's turn runs; "Waiting for approval" while
+  // a permission request waits for the user.
+  function updateWorking() {
+    const node = byId("working");
+    const s = state.sessions.get(state.selected);
+    const started = s && state.turnStarted.get(s.sessionId);
+    if (!started) {
+      node.hidden = true;
+      return;
+    }
+    const seconds = Math.max(0, Math.floor((Date.now() - started) / 1000));
+    const waiting = Boolean(s.awaitingPermission) || [...state.permissions.values()].some((p) => p.sessionId === s.sessionId);
+    node.dataset.state = waiting ? "waiting" : "working";
+    $(".working-text", node).textContent = waiting ? `Waiting for your approval · ${seconds} s` : `Working… ${seconds} s`;
+    node.hidden = false;
+  }
+
+
 
   async function lifecycle(action) {
     clearError();
     const sessionId = state.selected;
     if (!sessionId) return;
+    const s = state.sessions.get(sessionId);
+    // A session in error still holds its runtime: Resume closes it first.
+    if (action === "resume" && s && s.live) {
+      const closed = await call("close", sessionId);
+      if (!closed) return;
+      updateSession(closed);
+    }
     const result = await call(action, sessionId);
     if (result && result.sessionId) updateSession(result);
+    byId("prompt-input").focus();
+  }
+
+  // Retry a failed turn: the last prompt again (this page's, else the transcript's last).
+  async function retry() {
+    const sessionId = state.selected;
+    if (!sessionId) return;
+    let text = state.lastPrompt.get(sessionId);
+    if (!text && state.transcript) {
+      const users = state.transcript.messages.filter((m) => m.type === "user");
+      text = users.length ? users[users.length - 1].text : "";
+    }
+    if (!text) return;
+    const input = byId("prompt-input");
+    const draft = input.value;
+    input.value = text;
+    await send();
+    if (draft && !input.value) {
+      input.value = draft; // the draft typed meanwhile stays
+      setDraft(sessionId, draft);
+    }
+  }
+
+  function askDelete() {
+    const s = state.sessions.get(state.selected);
+    const live = Boolean(s && s.live);
+    byId("confirm-delete-text").textContent = live
+      ? "This session is live. Close it and delete it with its whole transcript? This cannot be undone."
+      : "Delete this session and its whole transcript? This cannot be undone.";
+    byId("confirm-delete").textContent = live ? "Close and delete" : "Delete";
+    byId("confirm-delete-box").hidden = false;
+    byId("cancel-delete").focus();
   }
 
   async function confirmDelete() {
     clearError();
     const sessionId = state.selected;
     byId("confirm-delete-box").hidden = true;
-    if (!sessionId || !(await call("delete", sessionId))) return;
+    if (!sessionId) return;
+    const s = state.sessions.get(sessionId);
+    if (s && s.live) {
+      const closed = await call("close", sessionId);
+      if (!closed) return;
+      updateSession(closed);
+    }
+    if (!(await call("delete", sessionId))) return;
     state.sessions.delete(sessionId);
     state.selected = null;
     state.transcript = null;
@@ -695,35 +1436,78 @@
 
   function wire() {
     const form = byId("new-session-form");
-    byId("new-session").addEventListener("click", () => {
-      form.hidden = !form.hidden;
-      if (!form.hidden) loadSavedServers();
-      if (!form.elements.cwd.value) form.elements.cwd.value = state.info.defaultCwd;
-      if (!form.hidden) form.elements.cwd.focus();
-    });
-    byId("cancel-new").addEventListener("click", () => (form.hidden = true));
+    byId("new-session").addEventListener("click", () => (form.hidden ? openNewForm() : closeNewForm()));
+    byId("cancel-new").addEventListener("click", closeNewForm);
+    byId("browse-folder").addEventListener("click", browseFolder);
+    byId("theme-toggle").addEventListener("click", cycleTheme);
+    byId("sidebar-toggle").addEventListener("click", () => toggleSidebar());
+    byId("quick-input").addEventListener("input", renderQuick);
+    byId("quick-input").addEventListener("keydown", onQuickKey);
+    byId("quick-input").addEventListener("blur", () => setTimeout(() => {
+      if (!byId("quick-switch").contains(document.activeElement)) byId("quick-switch").hidden = true;
+    }, 0));
     form.addEventListener("submit", createSession);
     $(".composer").addEventListener("submit", send);
+    byId("prompt-input").addEventListener("input", onDraftInput);
+    byId("transcript").addEventListener("scroll", () => remember(), { passive: true });
+    document.addEventListener("focusin", (e) => {
+      // The control to give the focus back to after a rebuild (not the Rebuild button).
+      const testid = e.target && e.target.dataset ? e.target.dataset.testid : null;
+      if (testid && testid !== "rebuild-ui") state.lastFocus = testid;
+      remember();
+    });
     byId("prompt-input").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);
     });
-    byId("stop").addEventListener("click", () => state.selected && call("cancel", state.selected));
+    byId("stop").addEventListener("click", () => {
+      if (!state.selected) return;
+      call("cancel", state.selected);
+      byId("prompt-input").focus();
+    });
     byId("close-session").addEventListener("click", () => lifecycle("close"));
     byId("resume-session").addEventListener("click", () => lifecycle("resume"));
-    byId("delete-session").addEventListener("click", () => (byId("confirm-delete-box").hidden = false));
+    byId("delete-session").addEventListener("click", askDelete);
+    byId("retry-turn").addEventListener("click", retry);
+    byId("session-search").addEventListener("input", onSearchInput);
+    byId("show-archived").addEventListener("change", runSearch);
+    byId("import-session").addEventListener("click", importSession);
+    byId("archive-session").addEventListener("click", toggleArchive);
+    byId("export-session").addEventListener("click", () => exportSession("jsonl"));
+    byId("export-markdown").addEventListener("click", () => exportSession("markdown"));
+    $(".d-title").addEventListener("dblclick", startRename);
+    $(".d-title").addEventListener("keydown", (e) => { if (e.key === "F2" || e.key === "Enter") { e.preventDefault(); startRename(); } });
+    byId("error-resume").addEventListener("click", () => lifecycle("resume"));
     byId("cancel-delete").addEventListener("click", () => (byId("confirm-delete-box").hidden = true));
     byId("confirm-delete").addEventListener("click", confirmDelete);
     byId("mode-select").addEventListener("change", setMode);
     byId("approval-select").addEventListener("change", (e) => setSetting("approval", e.target));
     byId("sandbox-select").addEventListener("change", (e) => setSetting("sandbox", e.target));
     byId("load-older").addEventListener("click", loadOlder);
-    byId("rebuild-ui").addEventListener("click", () => call("rebuild_ui"));
+    byId("rebuild-ui").addEventListener("click", rebuild);
     document.addEventListener("keydown", (e) => {
       if (e.ctrlKey && e.shiftKey && (e.code === "KeyR" || e.key === "R" || e.key === "r")) {
         e.preventDefault();
-        call("rebuild_ui");
+        rebuild();
+      } else if (e.ctrlKey && !e.shiftKey && !e.altKey && (e.code === "KeyN" || e.key === "n")) {
+        e.preventDefault();
+        openNewForm();
+      } else if (e.ctrlKey && !e.shiftKey && !e.altKey && (e.code === "KeyK" || e.key === "k")) {
+        e.preventDefault();
+        openQuickSwitch();
+      } else if (e.key === "Escape" && !e.defaultPrevented) {
+        // Esc closes the innermost open thing: the quick switch, the form, a confirmation.
+        if (!byId("quick-switch").hidden) closeQuickSwitch();
+        else if (!byId("new-session-form").hidden) closeNewForm();
+        else if (!byId("confirm-delete-box").hidden) {
+          byId("confirm-delete-box").hidden = true;
+          byId("delete-session").focus();
+        } else if (document.body.classList.contains("sidebar-open")) toggleSidebar(false);
+        else return;
+        e.preventDefault();
       }
     });
+    document.addEventListener("click", onLinkClick, true);
+    document.addEventListener("auxclick", onLinkClick, true);
     for (const banner of document.querySelectorAll(".banner")) {
       $(".banner-close", banner).addEventListener("click", () => (banner.hidden = true));
     }
@@ -736,15 +1520,30 @@
     state.info = await call("page_ready"); // from here on, pushes arrive (queued until booted)
     if (!state.info) return;
     renderSidecar(state.info.sidecar);
+    showProvider(state.info.providerProblem);
     const modes = state.info.modes;
     fillOptions(byId("new-mode"), modes);
     fillOptions(byId("mode-select"), modes);
     fillOptions(byId("new-backend"), state.info.backends.map((b) => ({ id: b, name: b })));
+    const memory = state.info.memory || {};
+    state.drafts = { ...(memory.drafts || {}) };
+    state.scroll = { ...(memory.scroll || {}) };
+    state.selected = memory.selected || null; // dropped by refreshList if it is gone
+    const settings = state.info.settings || {};
+    applyTheme(settings.theme);
+    state.recent = settings.recentFolders || [];
+    renderRecent();
     await refreshAll();
+    showDraft();
     for (const p of (await quietCall("pending_permissions")) || []) state.permissions.set(permissionKey(p), p);
     renderPermissions();
+    setInterval(updateWorking, 1000);
+    const back = memory.focus && byId(memory.focus);
+    if (back && !document.querySelector("[data-testid=approval-card]")) back.focus();
+    else if (!document.activeElement || document.activeElement === document.body) byId("prompt-input").focus();
     if (state.selected) loadRules(state.selected);
     state.booting = false;
+    if (state.info.autoResumed) await onAutoResumed(state.info.autoResumed);
     for (const event of state.queued.splice(0)) handle(event);
     document.body.dataset.ready = "true";
   }
