@@ -54,6 +54,13 @@ def updated(record: SessionRecord, changes: Mapping[str, Any], at: float) -> Ses
     return record.replace(**changes, updated_at=at)
 
 
+def updated_appending(
+    record: SessionRecord, changes: Mapping[str, Any], at: float
+) -> SessionRecord:
+    """`updated` and `appended` in one record: a change that came with a transcript row."""
+    return record.replace(**changes, message_count=record.message_count + 1, updated_at=at)
+
+
 def appended(record: SessionRecord, at: float) -> SessionRecord:
     """One more transcript entry: the next index is the current message count."""
     return record.replace(message_count=record.message_count + 1, updated_at=at)

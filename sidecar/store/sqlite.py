@@ -11,11 +11,13 @@ through untouched because they are answers, not failures.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,21 +41,48 @@ _FIELDS: Final = (
 )  # fmt: skip
 _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
+_SELECT_BY_ID: Final = f"SELECT {_COLUMNS} FROM sessions WHERE id = ?"
 # Offsets and limits are clamped below SQLite's 64-bit integer range.
 _MAX_INDEX: Final = 2**62
 
 
+class _Members(dict[str, Any]):
+    """Stored string -> enum member, a dict lookup on the read path; an unknown string
+    still raises what the Enum constructor raises."""
+
+    def __init__(self, enum: type[StrEnum]) -> None:
+        super().__init__((member.value, member) for member in enum)
+        self._enum = enum
+
+    def __missing__(self, key: str) -> Any:
+        return self._enum(key)
+
+
+_STATUS: Final = _Members(Status)
+_MODE: Final = _Members(Mode)
+_BACKEND: Final = _Members(Backend)
+_APPROVAL: Final = _Members(Approval)
+_SANDBOX: Final = _Members(Sandbox)
+if _FIELDS != tuple(field.name for field in dataclasses.fields(SessionRecord)):
+    raise RuntimeError("sqlite store: _FIELDS must list SessionRecord's fields in order")
+
+
 def _record(row: tuple[Any, ...]) -> tuple[int, SessionRecord]:
-    """A `sessions` row (selected as _COLUMNS) as (seq, record)."""
-    fields = dict(zip(_FIELDS, row[1:], strict=True))
-    fields["status"] = Status(fields["status"])
-    fields["mode"] = Mode(fields["mode"])
-    fields["backend"] = Backend(fields["backend"])
-    fields["approval"] = Approval(fields["approval"])
-    fields["sandbox"] = None if fields["sandbox"] is None else Sandbox(fields["sandbox"])
-    fields["interrupted"] = bool(fields["interrupted"])
-    fields["archived"] = bool(fields["archived"])
-    return row[0], SessionRecord(**fields)
+    """A `sessions` row (selected as _COLUMNS) as (seq, record). Positional, in field
+    order (checked above): this runs on every read, `get` and each listed session."""
+    (
+        seq, session_id, cwd, title, mode, backend, status, generation, created_at,
+        updated_at, model, last_error, interrupted, message_count, forked_from,
+        context_from, summary_index, lease_owner, lease_expires, usage_input, usage_output,
+        approval, sandbox, rules, mcp_servers, turns, archived, imported_from,
+    ) = row  # fmt: skip
+    return seq, SessionRecord(
+        session_id, cwd, title, _MODE[mode], _BACKEND[backend], _STATUS[status], generation,
+        created_at, updated_at, model, last_error, bool(interrupted), message_count,
+        forked_from, context_from, summary_index, lease_owner, lease_expires, usage_input,
+        usage_output, _APPROVAL[approval], None if sandbox is None else _SANDBOX[sandbox],
+        rules, mcp_servers, turns, bool(archived), imported_from,
+    )  # fmt: skip
 
 
 def _column_value(value: Any) -> Any:
@@ -71,6 +100,27 @@ def _read_only_hint(path: Path) -> str:
     except OSError:
         return ""
     return " (the file system holding it is mounted read-only)" if read_only else ""
+
+
+class _Boundary:
+    """`SqliteSessionStore._boundary`'s context: a class, not a generator, because every
+    store call, `get` on the status path included, passes through one."""
+
+    __slots__ = ("_action", "_path")
+
+    def __init__(self, path: Path, action: str) -> None:
+        self._path = path
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, sqlite3.Error):
+            hint = _read_only_hint(self._path)
+            raise StoreError(
+                f"cannot {self._action} session store {self._path}: {exc}{hint}"
+            ) from exc
 
 
 class SqliteSessionStore:
@@ -113,16 +163,11 @@ class SqliteSessionStore:
     def path(self) -> Path:
         return self._path
 
-    @contextlib.contextmanager
-    def _boundary(self, action: str) -> Iterator[None]:
+    def _boundary(self, action: str) -> _Boundary:
         """The one place sqlite3 errors become StoreError."""
         if self._closed:
             raise StoreError(f"cannot {action} session store {self._path}: it is closed")
-        try:
-            yield
-        except sqlite3.Error as exc:
-            hint = _read_only_hint(self._path)
-            raise StoreError(f"cannot {action} session store {self._path}: {exc}{hint}") from exc
+        return _Boundary(self._path, action)
 
     @contextlib.contextmanager
     def _atomic(self) -> Iterator[None]:
@@ -171,9 +216,7 @@ class SqliteSessionStore:
             yield
 
     def _row(self, session_id: str) -> tuple[int, SessionRecord]:
-        row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
+        row = self._conn.execute(_SELECT_BY_ID, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(session_id)
         return _record(row)
@@ -187,12 +230,15 @@ class SqliteSessionStore:
         )
         return record
 
-    def _append(self, seq: int, record: SessionRecord, body: str) -> SessionRecord:
+    def _insert_message(self, seq: int, record: SessionRecord, body: str) -> None:
         """O(1) in transcript length: the next index is the record's message_count."""
         self._conn.execute(
             "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
             (seq, record.message_count, body),
         )
+
+    def _append(self, seq: int, record: SessionRecord, body: str) -> SessionRecord:
+        self._insert_message(seq, record, body)
         return self._save(seq, change.appended(record, now()), "message_count")
 
     def _insert_row(self, record: SessionRecord) -> int:
@@ -280,10 +326,14 @@ class SqliteSessionStore:
         with self._write():
             seq, record = self._row(session_id)
             change.check_fence(record, generation)
-            if body is not None:
-                record = self._append(seq, record, body)
             # UPDATABLE_FIELDS are column names, so `checked` names columns.
-            return self._save(seq, change.updated(record, checked, now()), *checked)
+            if body is None:
+                return self._save(seq, change.updated(record, checked, now()), *checked)
+            # The row and the changes it came with: one record, one UPDATE (a turn's two
+            # writes each carry a row, so this is the hot path).
+            self._insert_message(seq, record, body)
+            updated = change.updated_appending(record, checked, now())
+            return self._save(seq, updated, *checked, "message_count")
 
     async def update_metadata(
         self,
