@@ -130,7 +130,12 @@ class SessionCommands:
         listed = await self.list_sessions()
         by_id = {s["sessionId"]: s for s in listed}
         number = arg.removeprefix("#")
-        if number.isdigit() and 1 <= int(number) <= len(self.numbers or listed):
+        if number.isdigit():  # a number from the listing, never an id prefix (`sess_3…` is)
+            if not 1 <= int(number) <= len(self.numbers or listed):
+                raise UsageError(
+                    f"no session matches '{arg}' (see /sessions; for an id prefix of digits "
+                    "write sess_ before it)"
+                )
             sid = (self.numbers or [s["sessionId"] for s in listed])[int(number) - 1]
             if sid not in by_id:
                 raise UsageError(f"session {number} is gone; /sessions lists them again")

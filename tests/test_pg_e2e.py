@@ -22,6 +22,7 @@ from pg_sidecars import log_of, state_of
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
+from sidecar.store.postgres_schema import MIGRATIONS
 
 
 async def test_two_hosts_see_each_others_sessions_and_stay_in_step(
@@ -278,7 +279,7 @@ async def test_sidecars_starting_at_once_on_an_empty_database_migrate_it_once(
         assert (await sidecars[2].status(sid))["heldBy"] == f"pid {sidecars[0].pid} on host0"
         async with await psycopg.AsyncConnection.connect(pg_url) as conn:
             cur = await conn.execute("SELECT version FROM sidecar.schema_version ORDER BY 1")
-            assert [v for (v,) in await cur.fetchall()] == [1]
+            assert [v for (v,) in await cur.fetchall()] == [v for v, _ in MIGRATIONS]
         logs = "\n".join(log_of(s) for s in sidecars)
         assert logs.count("schema migrated to version") == 1
     finally:
