@@ -269,6 +269,7 @@ class WindowManager:
             if web_page is not None:
                 web_page.deleteLater()
         QtCore.QCoreApplication.sendPostedEvents(None, QtCore.QEvent.Type.DeferredDelete)
+        _delete_pages_then_profiles()
 
     def request_quit(self) -> bool:
         """Leave the GUI loop (from a signal handler, on the main thread); False if no loop.
@@ -310,3 +311,23 @@ class WindowManager:
 def _keep_running_without_windows() -> None:
     # Belt and braces: Qt must not quit if, for a moment, no window is visible.
     QApplication.setQuitOnLastWindowClosed(False)
+
+
+def _delete_pages_then_profiles() -> None:
+    """Any page still alive (a deferred delete Qt did not run: seen now and then with 30
+    sessions) is deleted now, then the profiles, so no profile outlives one of its pages
+    when the interpreter tears the rest down in whatever order."""
+    import gc
+
+    from qtpy import sip
+    from qtpy.QtWebEngineCore import QWebEnginePage, QWebEngineProfile
+
+    alive = [o for o in gc.get_objects() if isinstance(o, QWebEnginePage | QWebEngineProfile)]
+    pages = [o for o in alive if isinstance(o, QWebEnginePage) and not sip.isdeleted(o)]
+    for web_page in pages:
+        sip.delete(web_page)
+    default = QWebEngineProfile.defaultProfile()
+    for profile in alive:
+        if isinstance(profile, QWebEngineProfile) and profile is not default:
+            if not sip.isdeleted(profile):
+                sip.delete(profile)
