@@ -32,6 +32,16 @@ def tui_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
 
 
+def bare_prefix(sid: str, length: int) -> str:
+    """An id prefix without `sess_`, at least `length` characters and extended until it
+    holds a letter: a word of digits alone is a listing number in the TUI, not an id."""
+    hexpart = sid.removeprefix("sess_")
+    end = length
+    while hexpart[:end].isdigit():
+        end += 1
+    return hexpart[:end]
+
+
 def children(pid: int) -> list[int]:
     found: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
@@ -285,7 +295,7 @@ def test_close_resume_and_forget(tui: Tui):
     assert (row["status"], row["gen"]) == ("idle", "2")
     tui.turn("hello again", r"Echo: hello again")
     tui.run("/close", rf"closed {sid}")
-    tui.run(f"/forget {sid[5:12]}", rf"delete 'hello again' \({sid}\) and its transcript")
+    tui.run(f"/forget {bare_prefix(sid, 7)}", rf"delete 'hello again' \({sid}\) and its transcript")
     tui.run("y", rf"forgot {sid}")
     tui.run("/sessions", r"no sessions yet")
     tui.run("hello", r"no current session")
@@ -318,7 +328,7 @@ def test_mode_switch_and_errors(tui: Tui):
     second = tui.new_session("plan")
     row = tui.row(second)
     assert (row["status"], row["gen"], row["mode"], row["backend"]) == ("idle", "1", "plan", "pipe")
-    tui.run(f"/switch {first[5:13]}", rf"switched to {first}")
+    tui.run(f"/switch {bare_prefix(first, 8)}", rf"switched to {first}")
     tui.expect(r"you: hello\nagent: Echo: hello\n")
     tui.run("/switch sess_", r"error: 'sess_' matches 2 sessions")
     tui.run(f"/resume {first}", r"error: .*already live")
