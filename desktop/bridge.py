@@ -437,6 +437,11 @@ class Bridge:
         params = {"sessionId": session_id, "configId": config_id, "value": value}
         return self._request(Method.SESSION_SET_CONFIG_OPTION, params)
 
+    def config_options(self, session_id: str) -> Any:
+        """The session's ACP config options as the sidecar last said (the model picker's
+        choices); an empty list for a session that is not live here."""
+        return self._host.config_options.get(session_id, [])
+
     def fork(self, session_id: str, turn: int | None = None) -> Any:
         """A new session from this one (before `turn`, or all of it), in the same folder."""
         try:
@@ -540,8 +545,9 @@ async def _rendered_page(
             out = await host.request(Method.OUTPUT, params)
         except RpcError:
             return entry
-        extra: dict[str, Any] = {"outputTotal": out.get("total", 0)}
-        if out.get("next", 0) >= out.get("total", 0):
+        whole = out.get("next", 0) >= out.get("total", 0)
+        extra: dict[str, Any] = {"outputTotal": out.get("total", 0), "outputShown": whole}
+        if whole:
             extra["html"] = render.ansi_html(str(out.get("text", "")))
         return {**entry, **extra}
 

@@ -37,6 +37,11 @@ class PendingPermission:
 # "permission_requested", "permission_settled".
 HostListener = Callable[[str, dict[str, Any]], None]
 
+# Results that open a session carry its config options ("sessionId" is the new session's
+# in new and fork results, the request's in load and resume).
+OPENING_METHODS = frozenset(
+    {Method.SESSION_NEW, Method.SESSION_LOAD, Method.SESSION_RESUME, Method.SESSION_FORK}
+)
 QUICK_DEATH_SECONDS = 3.0
 MAX_QUICK_DEATHS = 5
 
@@ -60,6 +65,10 @@ class SidecarHost:
         # Permission requests waiting for the user, by (sessionId, toolCallId): kept here,
         # not in a page, so a rebuilt window shows the same cards and its answer counts.
         self.pending_permissions: dict[tuple[str, str], PendingPermission] = {}
+        # Each live session's ACP config options (mode, model, approval, sandbox), as the
+        # last result that opened it or `config_option_update` said: the model picker's
+        # choices, kept here so a rebuilt page has them without asking the sidecar.
+        self.config_options: dict[str, list[dict[str, Any]]] = {}
 
     # ---- listeners ---------------------------------------------------------------------
 
@@ -77,11 +86,32 @@ class SidecarHost:
                 log.exception("host listener failed for %s", kind)
 
     def _forward(self, method: str, params: dict[str, Any]) -> None:
+        if method == Method.SESSION_UPDATE:
+            self._observe_config(params)
         for listener in list(self._notification_listeners):
             try:
                 listener(method, params)
             except Exception:
                 log.exception("notification listener failed for %s", method)
+
+    def _observe_config(self, params: dict[str, Any]) -> None:
+        update = params.get("update")
+        session_id = params.get("sessionId")
+        if (
+            isinstance(update, dict)
+            and update.get("sessionUpdate") == "config_option_update"
+            and isinstance(session_id, str)
+            and isinstance(update.get("configOptions"), list)
+        ):
+            self.config_options[session_id] = update["configOptions"]
+
+    def _observe_opened(self, method: str, params: dict[str, Any] | None, result: Any) -> None:
+        """Keep the config options a result that opens a session carries."""
+        if not isinstance(result, dict) or not isinstance(result.get("configOptions"), list):
+            return
+        session_id = result.get("sessionId") or (params or {}).get("sessionId")
+        if method in OPENING_METHODS and isinstance(session_id, str):
+            self.config_options[session_id] = result["configOptions"]
 
     # ---- permission requests -------------------------------------------------------------
 
@@ -177,7 +207,9 @@ class SidecarHost:
         """A request to the current sidecar; waits (bounded) while it is being restarted."""
         await asyncio.wait_for(self._ready.wait(), timeout)
         assert self.client is not None
-        return await self.client.request(method, params)
+        result = await self.client.request(method, params)
+        self._observe_opened(method, params, result)
+        return result
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         await asyncio.wait_for(self._ready.wait(), 30.0)

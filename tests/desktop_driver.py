@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -230,6 +231,20 @@ SIDECAR_ARGS: dict[str, list[str]] = {
 def scenario(fn: Scenario) -> Scenario:
     SCENARIOS[fn.__name__] = fn
     return fn
+
+
+# Scenarios that need something ready before the app starts (stored sessions, a provider
+# server): each yields the extra sidecar arguments and cleans up after the app quit.
+Setup = Callable[[argparse.Namespace], contextlib.AbstractContextManager[list[str]]]
+SETUPS: dict[str, Setup] = {}
+
+
+def setup_for(name: str) -> Callable[[Setup], Setup]:
+    def register(fn: Setup) -> Setup:
+        SETUPS[name] = fn
+        return fn
+
+    return register
 
 
 # ---- scenarios ----------------------------------------------------------------------
@@ -832,6 +847,64 @@ def render(page: Page, args: argparse.Namespace) -> dict[str, Any]:
 
 
 @scenario
+def whole_output(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A PTY command's card is in colour while it runs and after; output past the model's
+    cap is there in full behind "Full output"; a code block's Copy fills the clipboard."""
+    from qtpy.QtWidgets import QApplication
+
+    page.ready()
+    meta = {"title": "Output", "backend": "pty", "approval": "auto"}
+    sid = page.host(Method.SESSION_NEW, {"cwd": args.workspace, "mcpServers": [], "_meta": meta})[
+        "sessionId"
+    ]
+    page.select(sid)
+    page.send("$ printf '\\033[1;32mgreen\\033[0m plain\\n'; sleep 4; echo done")
+    live = f"{SEL}('.live [data-testid=tool-output]')"
+    page.wait(f"!!{live} && !!{live}.querySelector('.ansi-fg-2')", "colour while it runs")
+    seen: dict[str, Any] = {
+        "live": {
+            "green": page.js(f"{live}.querySelector('.ansi-fg-2').textContent"),
+            "bold": page.js(f"!!{live}.querySelector('.ansi-fg-2.ansi-bold')"),
+            "raw_escape": page.js(f"{live}.innerText.includes('\\x1b')"),
+        }
+    }
+    card = f"{SEL}('.stored [data-testid=tool-call] [data-testid=tool-output]')"
+    page.wait(f"!!{card} && {card}.innerText.includes('done')", "the stored card")
+    seen["stored"] = {
+        "green": page.js(f"({card}.querySelector('.ansi-fg-2') || {{}}).textContent"),
+        "text": page.js(f"{card}.innerText"),
+    }
+    # Past the model's cap (64 KiB): cut in the card, whole behind "Full output".
+    page.send("$ seq 1 40000")
+    cards = "document.querySelectorAll('.stored [data-testid=tool-call]')"
+    page.wait(
+        f"{cards}.length === 2 && !!{cards}[1].querySelector('[data-testid=full-output]')",
+        "the Full output button",
+    )
+    out = f"{cards}[1].querySelector('[data-testid=tool-output]')"
+    seen["cut_has_last"] = page.js(f"{out}.innerText.includes('\\n40000')")
+    button = f"{cards}[1].querySelector('[data-testid=full-output]')"
+    labels = []
+    while page.js(f"!!{button}") and len(labels) < 5:  # a page of 256 KiB per click
+        labels.append(page.js(f"{button}.textContent"))
+        page.js(f"{button}.click()")
+        page.wait(f"!{button} || {button}.textContent !== {json.dumps(labels[-1])}", "a page")
+    seen["labels"] = labels
+    seen["full_lines"] = page.js(f"{out}.innerText.trim().split(/\\r?\\n/).length")
+    seen["button_left"] = page.js(f"!!{cards}[1].querySelector('[data-testid=full-output]')")
+    # A code block's Copy button.
+    page.send("Code:\n\n```sh\necho copied-42\n```")
+    copy = f"{SEL}('.stored [data-testid=agent-message] [data-testid=copy-code]')"
+    page.wait(f"!!{copy}", "the code block's Copy button")
+    page.js(f"{copy}.click()")
+    page.wait(f"{copy}.textContent !== 'Copy'", "the Copy button's answer")
+    seen["copy_label"] = page.js(f"{copy}.textContent")
+    clipboard = QApplication.clipboard()
+    seen["clipboard"] = page.app.windows.gui.call(lambda: clipboard.text() if clipboard else "")
+    return seen
+
+
+@scenario
 def keep(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     """Nothing lost on screen: the message shows at once, a working indicator, Rebuild UI
     during a streaming command (its output so far, then more), per-session drafts, the
@@ -1304,6 +1377,165 @@ def library(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     return seen
 
 
+LIBRARY_SIZE = 1_000
+PROJECTS = 5
+RARE = "zanzibar"
+
+
+@setup_for("library_scale")
+@contextlib.contextmanager
+def thousand_stored_sessions(args: argparse.Namespace) -> Iterator[list[str]]:
+    """1,000 closed sessions in 5 project folders, written by the sidecar's own SQLite
+    store before the app starts; one holds RARE in its transcript."""
+    import dataclasses
+
+    from bench import transcripts
+    from sidecar.domain.records import SessionState
+
+    folders = [Path(args.workspace) / f"project-{i}" for i in range(PROJECTS)]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    data = Path(args.data_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    store, close = transcripts.open_store(data / "sessions.db")
+    now = time.time()
+    try:
+        for i in range(LIBRARY_SIZE):
+            planted = i == LIBRARY_SIZE - 7  # far below the first page
+            state = SessionState.IDLE if planted else SessionState.CLOSED
+            record = transcripts.record(folders[i % PROJECTS], f"Stored {i}", state)
+            # Activity a minute apart, newest first in the order written.
+            record = dataclasses.replace(record, updated_at=now - 60 * i, created_at=now - 60 * i)
+            store.insert(record)
+            if planted:
+                message = {"role": "user", "content": f"the {RARE} build failed", "createdAt": "x"}
+                store.append_message(record.session_id, 1, message)
+                store.update(record.session_id, 1, status=SessionState.CLOSED.value)
+                args.planted = record.session_id
+    finally:
+        close()
+    # Its own place in the activity order again (the update above made it the newest).
+    with contextlib.closing(sqlite3.connect(data / "sessions.db")) as conn, conn:
+        conn.execute(
+            "UPDATE sessions SET updated_at = ? WHERE id = ?",
+            (now - 60 * (LIBRARY_SIZE - 7), args.planted),
+        )
+    yield []
+
+
+@scenario
+def library_scale(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A thousand sessions: the sidebar draws a page and the next as its end scrolls into
+    view; a transcript search finds the one; grouping by project; one session's change
+    moves its item alone."""
+    page.ready()
+    items = "document.querySelectorAll('[data-testid=session-item]')"
+    listing = page.el("session-list")
+    page.wait(f"{listing}.dataset.total === '{LIBRARY_SIZE}'", "the whole list")
+    seen: dict[str, Any] = {
+        "drawn": page.js(f"{items}.length"),
+        "more": page.js(f"!!{page.el('sidebar-more')}"),
+        "first": page.js(f"{items}[0].querySelector('.item-title').textContent"),
+    }
+    page.js(f"{listing}.scrollTop = {listing}.scrollHeight")
+    page.wait(f"{items}.length > {seen['drawn']}", "the next page")
+    seen["drawn_after_scroll"] = page.js(f"{items}.length")
+    # End on an item draws the rest and moves to the last one.
+    page.js(f"{items}[0].focus()")
+    page.js(
+        f"{items}[0].dispatchEvent(new KeyboardEvent('keydown', {{key: 'End', bubbles: true}}))"
+    )
+    page.wait(f"{items}.length === {LIBRARY_SIZE}", "every item after End")
+    page.wait(f"document.activeElement === {items}[{LIBRARY_SIZE - 1}]", "focus on the last")
+    seen["last"] = page.js("document.activeElement.querySelector('.item-title').textContent")
+    # Search over transcript text.
+    search = page.el("session-search")
+    started = time.monotonic()
+    page.js(f"{search}.value = '{RARE[:6]}'; {search}.dispatchEvent(new Event('input'))")
+    page.wait(f"{items}.length === 1", "the search's answer")
+    seen["search_seconds"] = round(time.monotonic() - started, 2)
+    seen["found"] = page.js(f"{items}[0].dataset.sessionId")
+    page.js(f"{search}.value = ''; {search}.dispatchEvent(new Event('input'))")
+    page.wait(f"{items}.length === 100", "the first page again")
+    # Grouped by project: one header per folder, each counting all of its sessions.
+    page.js(f"{page.el('group-by-project')}.click()")
+    groups = "document.querySelectorAll('[data-testid=session-group]')"
+    page.wait(f"{groups}.length === {PROJECTS}", "the project groups")
+    seen["groups"] = page.js(
+        f"[...{groups}].map(g => [g.dataset.cwd, g.querySelector('.group-count').textContent])"
+    )
+    seen["grouped_drawn"] = page.js(f"{items}.length")
+    page.js(f"{page.el('group-by-project')}.click()")
+    page.wait(f"{groups}.length === 0", "the plain list")
+    # One session changes (resumed): its item moves to the top, the others stay drawn.
+    planted = args.planted
+    page.js(f"{items}[5].setAttribute('data-kept', 'yes')")
+    page.host(
+        Method.SESSION_RESUME,
+        {
+            "sessionId": planted,
+            "cwd": page.host(Method.STATUS, {"sessionId": planted})["cwd"],
+            "mcpServers": [],
+        },
+    )
+    page.wait(f"{items}[0].dataset.sessionId === '{planted}'", "the resumed one on top")
+    seen["kept_node"] = page.js("!!document.querySelector('[data-kept=yes]')")
+    seen["drawn_after_change"] = page.js(f"{items}.length")
+    seen["planted"] = planted
+    return seen
+
+
+@setup_for("models")
+@contextlib.contextmanager
+def provider_with_two_models(args: argparse.Namespace) -> Iterator[list[str]]:
+    """The fake Chat Completions server offering two models, the sidecar on it."""
+    port_file = Path(args.data_dir).parent / "fake-openai.port"
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "fake_chat_server.py"),
+         "--port-file", str(port_file), "--models", "fake-large,fake-small"],
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT
+        while not port_file.exists():
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the fake provider server did not start")
+            time.sleep(0.05)
+        args.provider_url = f"http://127.0.0.1:{port_file.read_text()}"
+        yield ["--provider", "openai", "--base-url", f"{args.provider_url}/v1",
+               "--model", "fake-small"]  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@scenario
+def models(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """The model picker offers the provider's models; a choice is used by the next turn
+    and is still shown after Rebuild UI."""
+    page.ready()
+    sid = page.create_session(args.workspace, "Models")
+    picker = page.el("model-select")
+    page.wait(f"{picker}.options.length === 2 && !{picker}.disabled", "the model choices")
+    seen: dict[str, Any] = {
+        "choices": page.js(f"[...{picker}.options].map(o => o.value)"),
+        "current": page.js(f"{picker}.value"),
+        "pill": page.text("detail-model"),
+    }
+    page.js(f"{picker}.value = 'fake-large'; {picker}.dispatchEvent(new Event('change'))")
+    page.wait(f"{page.el('detail-model')}.innerText === 'fake-large'", "the new model shown")
+    page.send("hello")
+    page.wait_text("transcript", "echo: hello")
+    with urllib.request.urlopen(f"{args.provider_url}/_requests", timeout=5) as response:
+        requests = json.loads(response.read())["requests"]
+    seen["sent_model"] = requests[-1]["body"]["model"]
+    seen["stored_model"] = page.host(Method.STATUS, {"sessionId": sid})["model"]
+    page.rebuild(f"{page.el('rebuild-ui')}.click()")
+    page.wait(f"{picker}.options.length === 2", "the choices after Rebuild UI")
+    seen["after_rebuild"] = page.js(f"{picker}.value")
+    return seen
+
+
 @scenario
 def provider_problem(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     """No API key for a hosted provider: said once at the top, and the failed turn's error
@@ -1356,11 +1588,13 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     result: dict[str, Any] = {"error": None, "sidecar_pids": []}
-    with xvfb() as display:
+    setup = SETUPS.get(args.scenario, lambda _: contextlib.nullcontext([]))
+    with xvfb() as display, setup(args) as extra_args:
         os.environ["DISPLAY"] = display
+        extra_args = [*SIDECAR_ARGS.get(args.scenario, []), *extra_args]
         app = DesktopApp(
             AppOptions(
-                sidecar_args=["--data-dir", args.data_dir, *SIDECAR_ARGS.get(args.scenario, [])],
+                sidecar_args=["--data-dir", args.data_dir, *extra_args],
                 default_cwd=args.workspace,
                 config_dir=Path(args.data_dir) / "config",
             )

@@ -16,6 +16,7 @@ Standalone (end-to-end tests that run the sidecar as a subprocess)::
     POST /_script    body: one reply object or a list of them -> {"queued": <queue length>}
     GET  /_requests  -> {"requests": [{"body": {...}, "abandoned": bool, "completed": bool}]}
     POST /_reset     empties the queue and the records -> {"ok": true}
+    GET  /v1/models  the `models` given (`--models a,b`); without any, 404 as before
 
 Reply objects ("type" is required; any reply may add "delay": seconds to wait before
 answering, "chunk_delay": seconds between streamed chunks, "finish_reason": override)::
@@ -90,9 +91,14 @@ def _echo(body: dict[str, Any]) -> Reply:
 
 class FakeChatServer:
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, replies: Iterable[Reply] = ()
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        replies: Iterable[Reply] = (),
+        models: Iterable[str] = (),
     ) -> None:
         self.host, self.port = host, port
+        self.models = list(models)  # served by GET /v1/models when not empty
         self.queue: list[Reply] = [_check(r) for r in replies]
         self.requests: list[RecordedRequest] = []
         self._runner: web.AppRunner | None = None
@@ -112,6 +118,8 @@ class FakeChatServer:
         app.router.add_post("/_script", self._push_script)
         app.router.add_get("/_requests", self._list_requests)
         app.router.add_post("/_reset", self._reset)
+        if self.models:
+            app.router.add_get("/v1/models", self._list_models)
         # handler_cancellation: a client disconnect cancels the handler, which records it.
         self._runner = web.AppRunner(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5
@@ -142,6 +150,10 @@ class FakeChatServer:
                     return rec
             await asyncio.sleep(0.01)
         raise TimeoutError("no request was abandoned")
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        return web.json_response({"object": "list", "data": data})
 
     # -- Chat Completions -------------------------------------------------------------
 
@@ -275,8 +287,8 @@ def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
 
 
-async def _serve(port: int, port_file: str, replies: list[Reply]) -> None:
-    server = await FakeChatServer(port=port, replies=replies).start()
+async def _serve(port: int, port_file: str, replies: list[Reply], models: list[str]) -> None:
+    server = await FakeChatServer(port=port, replies=replies, models=models).start()
     tmp = Path(f"{port_file}.tmp")
     await asyncio.to_thread(tmp.write_text, str(server.port), encoding="utf-8")
     os.replace(tmp, port_file)  # atomic: a poller never reads a half-written port
@@ -295,8 +307,10 @@ if __name__ == "__main__":
     parser.add_argument("--port-file", required=True, help="write the bound port here")
     parser.add_argument("--script", help="JSON file: a reply object or a list of them")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--models", default="", help="comma-separated: GET /v1/models lists them")
     args = parser.parse_args()
     script = json.loads(Path(args.script).read_text(encoding="utf-8")) if args.script else []
     script = script if isinstance(script, list) else [script]
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args.port, args.port_file, script))
+        models = [m for m in args.models.split(",") if m]
+        asyncio.run(_serve(args.port, args.port_file, script, models))

@@ -10,10 +10,10 @@ notifications only for a client that asked for them.
 
 The offline provider serves most of them; where a real provider API is needed the
 loopback fakes (tests/fake_chat_server.py, tests/fake_anthropic_server.py) run as their
-own processes, as in tests/test_openai_e2e.py. Three things those fakes cannot script
-yet (`GET /v1/models`, `reasoning_content` deltas, Anthropic thinking blocks) are added
-here by small in-process subclasses (`ModelsChatServer`, `ReasoningChatServer`,
-`ThinkingAnthropicServer`); the fakes themselves are unchanged.
+own processes, as in tests/test_openai_e2e.py. Small in-process subclasses add what
+these tests watch or the fakes cannot script: `ModelsChatServer` counts `GET /v1/models`
+listings, `ReasoningChatServer` streams `reasoning_content` deltas and
+`ThinkingAnthropicServer` Anthropic thinking blocks.
 """
 
 from __future__ import annotations
@@ -226,30 +226,15 @@ async def start_anthropic(data_dir: Path, base_url: str, *args: str) -> Sidecar:
 
 
 class ModelsChatServer(FakeChatServer):
-    """The fake Chat Completions server plus `GET /v1/models` (the fake lacks it)."""
+    """The fake Chat Completions server serving `GET /v1/models`, counting the listings."""
 
     def __init__(self, models: list[str]) -> None:
-        super().__init__()
-        self.models = models
+        super().__init__(models=models)
         self.model_listings = 0
-
-    async def start(self) -> ModelsChatServer:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._list_models)
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
-        self.port = self._runner.addresses[0][1]
-        return self
 
     async def _list_models(self, request: web.Request) -> web.Response:
         self.model_listings += 1
-        data = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "fake"}
-            for name in self.models
-        ]
-        return web.json_response({"object": "list", "data": data})
+        return await super()._list_models(request)
 
 
 class ReasoningChatServer(FakeChatServer):
@@ -676,6 +661,26 @@ async def test_live_command_output_is_standard_acp_content_that_grows(
     # This client asked for our extensions: each chunk also rides in `_meta.output`.
     chunks = [u["_meta"]["output"] for u in updates if "output" in (u.get("_meta") or {})]
     assert "".join(chunks) == "".join(f"line{i}\n" for i in range(1, 6))
+
+
+async def test_live_content_is_plain_text_even_when_an_escape_is_cut_between_chunks(
+    sidecar: Sidecar, workspace: Path
+):
+    command = (
+        "printf '\\033[1;3'; sleep 0.3; printf '1mred\\033[0m\\r'; sleep 0.3; "
+        "printf '\\nx\\033]0;a title\\007y\\n'"
+    )
+    sid = (await sidecar.new_session(workspace, approval="auto"))["sessionId"]
+    result = await sidecar.prompt(sid, f"$ {command}")
+    assert result["stopReason"] == "end_turn"
+    updates = tool_updates(sidecar, sid)
+    live = [content_text(u) for u in updates if u.get("status") == "in_progress"]
+    live = [text for text in live if text is not None]
+    assert live and live[-1] == "red\nxy\n", live
+    assert not [text for text in live if "\x1b" in text or "\r" in text or "[1;3" in text]
+    # Our own chunks keep what the command printed (the window draws the colours).
+    chunks = "".join(u["_meta"]["output"] for u in updates if "output" in (u.get("_meta") or {}))
+    assert chunks == "\x1b[1;31mred\x1b[0m\r\nx\x1b]0;a title\x07y\n"
 
 
 async def test_a_flooding_command_gets_at_most_about_ten_content_updates_a_second(

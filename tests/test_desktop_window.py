@@ -444,6 +444,18 @@ def test_agent_text_is_rendered_markdown_and_hostile_html_is_refused(tmp_path: P
 
 
 @window_only
+def test_pty_colours_full_output_and_the_copy_button(tmp_path: Path) -> None:
+    r = run_driver("whole_output", tmp_path)
+    assert r["live"] == {"green": "green", "bold": True, "raw_escape": False}
+    assert r["stored"]["green"] == "green" and r["stored"]["text"].startswith("green plain")
+    assert not r["cut_has_last"], "the card keeps the model's cut"
+    assert r["labels"][0] == "Full output" and r["labels"][1].startswith("More output (")
+    assert r["full_lines"] == 40000 and not r["button_left"], "the whole output, page by page"
+    assert r["copy_label"] == "Copied"
+    assert r["clipboard"].strip() == "echo copied-42"
+
+
+@window_only
 def test_nothing_lost_rebuild_while_streaming_drafts_and_stop(tmp_path: Path) -> None:
     r = run_driver("keep", tmp_path)
     assert r["pending_at_once"], "the user's message shows on Send"
@@ -568,6 +580,35 @@ def test_session_library_search_archive_rename_export_and_import(tmp_path: Path)
         "title": "Deploy to staging",
         "status": "closed",
     }
+
+
+@window_only
+def test_a_thousand_sessions_page_in_search_group_and_move_one_at_a_time(tmp_path: Path) -> None:
+    r = run_driver("library_scale", tmp_path)
+    assert r["drawn"] == 100 and r["more"], "one page drawn, the rest on demand"
+    assert r["first"] == "Stored 0", "last activity first"
+    assert r["drawn_after_scroll"] >= 200, "the next page came as the end scrolled into view"
+    assert r["last"] == "Stored 999", "End reaches the oldest"
+    assert r["found"] == r["planted"], "a word from one transcript among 1,000 sessions"
+    assert len(r["groups"]) == 5 and {count for _, count in r["groups"]} == {"200"}
+    assert sorted(Path(cwd).name for cwd, _ in r["groups"]) == [f"project-{i}" for i in range(5)]
+    assert r["grouped_drawn"] == 100, "grouping pages too"
+    assert r["kept_node"], "one session's change leaves the other items in place"
+    assert r["drawn_after_change"] == 101
+
+
+@window_only
+def test_the_model_picker_offers_the_providers_models_and_the_choice_is_used(
+    tmp_path: Path,
+) -> None:
+    r = run_driver("models", tmp_path)
+    assert r["choices"] == ["fake-small", "fake-large"] or sorted(r["choices"]) == [
+        "fake-large",
+        "fake-small",
+    ]
+    assert (r["current"], r["pill"]) == ("fake-small", "fake-small")
+    assert r["sent_model"] == r["stored_model"] == "fake-large"
+    assert r["after_rebuild"] == "fake-large"
 
 
 @window_only

@@ -8,6 +8,7 @@
 
 (() => {
   const PAGE = 50;
+  const SIDEBAR_PAGE = 100; // sidebar items drawn per page
   const TAIL = 200;
   const $ = (sel, root = document) => root.querySelector(sel);
   const byId = (testid, root = document) => $(`[data-testid="${testid}"]`, root);
@@ -27,8 +28,11 @@
     orphans: [],
     lastFocus: null, // data-testid of the last focused control
     filterIds: null, // a search's (or the archived view's) sessions, else null: all
+    sidebarLimit: SIDEBAR_PAGE, // how many sidebar items are drawn (grows a page at a time)
+    groupByProject: false,
     recent: [], // recently used working directories (newest first)
     theme: "system",
+    config: new Map(), // sessionId -> its ACP config options (null while being fetched)
     context: new Map(), // sessionId -> {used, size}: the last usage_update // tool_call_updates for cards not drawn yet (see restoreLive)
   };
 
@@ -193,12 +197,20 @@
 
   // ---- sidebar -----------------------------------------------------------------------
 
+  // The sidebar draws a page of items (SIDEBAR_PAGE more each time its end scrolls into
+  // view), so thousands of sessions cost what one page costs; a change to one session
+  // moves or redraws its item alone (patchItem).
   function renderSidebar() {
     const list = byId("session-list");
     const focusedId = document.activeElement && document.activeElement.closest && document.activeElement.closest("[data-testid=session-item]");
     const keep = focusedId ? focusedId.dataset.sessionId : null;
-    list.replaceChildren(...visibleSessions().map(sessionItem));
-    if (!list.querySelector("[tabindex='0']") && list.firstElementChild) list.firstElementChild.tabIndex = 0;
+    const all = visibleSessions();
+    const shown = all.slice(0, state.sidebarLimit);
+    const nodes = state.groupByProject ? groupedItems(shown, all) : shown.map(sessionItem);
+    if (all.length > shown.length) nodes.push(moreItem(all.length - shown.length));
+    list.replaceChildren(...nodes);
+    list.dataset.total = String(all.length);
+    if (!list.querySelector("[tabindex='0']") && list.querySelector("[data-testid=session-item]")) list.querySelector("[data-testid=session-item]").tabIndex = 0;
     if (keep) {
       // Focus stays in the list, on the selected item (arrow keys move the selection).
       const again = list.querySelector(`[data-session-id="${CSS.escape(state.selected || keep)}"]`) || list.querySelector(`[data-session-id="${CSS.escape(keep)}"]`);
@@ -207,11 +219,89 @@
     $(".sidebar-empty").hidden = state.sessions.size > 0;
   }
 
+  // Grouped by working directory: the group with the latest activity first; the page
+  // limit counts sessions, and each group's header counts all of its sessions.
+  function groupedItems(shown, all) {
+    const counts = new Map();
+    for (const s of all) counts.set(s.cwd, (counts.get(s.cwd) || 0) + 1);
+    const groups = new Map();
+    for (const s of shown) {
+      if (!groups.has(s.cwd)) groups.set(s.cwd, []);
+      groups.get(s.cwd).push(s);
+    }
+    const nodes = [];
+    for (const [cwd, members] of groups) {
+      nodes.push(
+        el(
+          "li",
+          { class: "group-header", "data-testid": "session-group", "data-cwd": cwd, role: "presentation", title: cwd },
+          el("span", { class: "group-name", text: shortPath(cwd, 30) }),
+          el("span", { class: "group-count", text: String(counts.get(cwd)) }),
+        ),
+      );
+      nodes.push(...members.map(sessionItem));
+    }
+    return nodes;
+  }
+
+  function moreItem(left) {
+    const more = el("li", { class: "sidebar-more", "data-testid": "sidebar-more", role: "presentation" });
+    more.append(el("button", { type: "button", class: "ghost small", text: `${left} more…`, "aria-label": `Show ${Math.min(left, SIDEBAR_PAGE)} more sessions` }));
+    more.firstChild.addEventListener("click", showMore);
+    observeEnd(more);
+    return more;
+  }
+
+  function showMore() {
+    const list = byId("session-list");
+    const top = list.scrollTop;
+    state.sidebarLimit += SIDEBAR_PAGE;
+    renderSidebar();
+    list.scrollTop = top;
+  }
+
+  // The next page comes as the end of the list scrolls into view.
+  let sidebarObserver = null;
+  function observeEnd(node) {
+    if (!sidebarObserver && "IntersectionObserver" in window) {
+      const grow = (seen) => seen.some((e) => e.isIntersecting) && showMore();
+      sidebarObserver = new IntersectionObserver(grow, { root: byId("session-list"), rootMargin: "200px" });
+    }
+    if (sidebarObserver) sidebarObserver.observe(node);
+  }
+
+  // One session changed: redraw its item where it is, or move it to its new place in
+  // the activity order; false when only a whole redraw is right (grouped, a filtered
+  // view, archived or not, or never drawn and now among the drawn).
+  function patchItem(s, before) {
+    if (!before || state.groupByProject || state.filterIds || Boolean(s.archived) !== Boolean(before.archived)) return false;
+    const list = byId("session-list");
+    const old = list.querySelector(`[data-testid=session-item][data-session-id="${CSS.escape(s.sessionId)}"]`);
+    const items = [...list.querySelectorAll("[data-testid=session-item]")];
+    const last = items.length ? state.sessions.get(items[items.length - 1].dataset.sessionId) : null;
+    const activity = String(s.updatedAt || "");
+    const drawnMore = list.querySelector("[data-testid=sidebar-more]");
+    if (!old && drawnMore && last && activity < String(last.updatedAt || "")) return true; // below the page: drawn when reached
+    if (!old && !drawnMore) return false;
+    const focused = old && document.activeElement === old;
+    const node = sessionItem(s);
+    const next = items.find((i) => i !== old && String((state.sessions.get(i.dataset.sessionId) || {}).updatedAt || "") <= activity);
+    if (old) old.remove();
+    list.insertBefore(node, next || drawnMore || null);
+    if (focused) node.focus();
+    return true;
+  }
+
   // The sidebar: by last activity; a search or the archived view shows the sidecar's answer.
   function visibleSessions() {
     const byActivity = (a, b) => String(b.updatedAt || "").localeCompare(String(a.updatedAt || ""));
     if (state.filterIds) return [...state.filterIds].map((id) => state.sessions.get(id)).filter(Boolean).sort(byActivity);
     return [...state.sessions.values()].filter((s) => !s.archived).sort(byActivity);
+  }
+
+  function toggleGrouping() {
+    state.groupByProject = byId("group-by-project").checked;
+    renderSidebar();
   }
 
   let searchTimer = null;
@@ -225,6 +315,7 @@
     const archived = byId("show-archived").checked;
     if (!query && !archived) {
       state.filterIds = null;
+      state.sidebarLimit = SIDEBAR_PAGE;
       renderSidebar();
       return;
     }
@@ -232,6 +323,7 @@
     if (!found || byId("session-search").value.trim() !== query || byId("show-archived").checked !== archived) return;
     for (const s of found) state.sessions.set(s.sessionId, { ...(state.sessions.get(s.sessionId) || {}), ...s });
     state.filterIds = new Set(found.map((s) => s.sessionId));
+    state.sidebarLimit = SIDEBAR_PAGE;
     renderSidebar();
     byId("session-list").dataset.query = query;
   }
@@ -301,8 +393,14 @@
 
   // Arrows move through the sidebar (and select); Home/End jump; Enter selects.
   function onItemKey(e, sessionId) {
-    const items = [...document.querySelectorAll("[data-testid=session-item]")];
+    let items = [...document.querySelectorAll("[data-testid=session-item]")];
     const at = items.findIndex((i) => i.dataset.sessionId === sessionId);
+    if ((e.key === "End" || (e.key === "ArrowDown" && at === items.length - 1)) && byId("sidebar-more")) {
+      // The next page (End: all of them), then move into it.
+      state.sidebarLimit = e.key === "End" ? state.sessions.size : state.sidebarLimit + SIDEBAR_PAGE;
+      renderSidebar();
+      items = [...document.querySelectorAll("[data-testid=session-item]")];
+    }
     let to = null;
     if (e.key === "ArrowDown") to = Math.min(items.length - 1, at + 1);
     else if (e.key === "ArrowUp") to = Math.max(0, at - 1);
@@ -483,8 +581,9 @@
 
   function updateSession(summary) {
     const known = state.sessions.get(summary.sessionId);
-    state.sessions.set(summary.sessionId, { ...(known || {}), ...summary });
-    renderSidebar();
+    const fresh = { ...(known || {}), ...summary };
+    state.sessions.set(summary.sessionId, fresh);
+    if (!patchItem(fresh, known)) renderSidebar();
     if (summary.sessionId === state.selected) renderDetails();
   }
 
@@ -521,6 +620,7 @@
     byId("resume-session").disabled = s.live && s.status !== "error";
     byId("error-actions").hidden = s.status !== "error";
     byId("detail-model").textContent = s.model || "—";
+    renderModels(s, settable);
     const usage = s.usage || {};
     const context = state.context.get(s.sessionId);
     const parts = [];
@@ -532,6 +632,29 @@
     byId("stop").disabled = s.status !== "running";
     turns.updateButtons();
     updateWorking();
+  }
+
+  // The model picker: the `model` config option's choices, as the sidecar offers them
+  // (fetched once per session from the host, then kept by config_option_update).
+  function renderModels(s, settable) {
+    const select = byId("model-select");
+    const options = state.config.get(s.sessionId);
+    if (options === undefined && s.live) {
+      state.config.set(s.sessionId, null); // asked for; null until the host answers
+      quietCall("config_options", s.sessionId).then((got) => {
+        if (state.config.get(s.sessionId) === null) state.config.set(s.sessionId, got || []);
+        if (s.sessionId === state.selected) renderDetails();
+      });
+    }
+    const model = (options || []).find((o) => o.id === "model");
+    const choices = model ? model.options.map((o) => o.value) : [];
+    const current = model ? model.currentValue : s.model || "";
+    if (!choices.includes(current)) choices.unshift(current);
+    if ([...select.options].map((o) => o.value).join("\n") !== choices.join("\n")) {
+      select.replaceChildren(...choices.map((value) => el("option", { value, text: value || "—" })));
+    }
+    select.value = current;
+    select.disabled = !settable || !model || choices.length < 2;
   }
 
   // ---- transcript --------------------------------------------------------------------
@@ -566,7 +689,7 @@
         if (!block) nodes.push((block = toolBlock(m.toolCallId, m.tool || "tool", TOOL_KINDS[m.tool] || "other")));
         if (block.dataset.kind === "execute") finishTool(block, m.text, ...exitStatus(m.exitCode, m.exitCode === null || m.exitCode === undefined), m.html);
         else finishTool(block, m.text, ...storedStatus(m), m.html);
-        if (m.outputTotal && !m.html) offerFullOutput(block, state.transcript && state.transcript.sessionId, m.toolCallId);
+        if (m.outputTotal && !m.outputShown) offerFullOutput(block, state.transcript && state.transcript.sessionId, m.toolCallId);
       } else if (m.type === "marker" && m.text) {
         const text = m.kind === "interrupted" ? `⚠ ${m.text}` : m.text;
         nodes.push(el("div", { class: "note", "data-testid": `note-${m.kind}`, text }));
@@ -930,6 +1053,9 @@
     } else if (u.sessionUpdate === "usage_update") {
       state.context.set(params.sessionId, { used: u.used, size: u.size });
       if (params.sessionId === state.selected) renderDetails();
+    } else if (u.sessionUpdate === "config_option_update") {
+      state.config.set(params.sessionId, u.configOptions || []);
+      if (params.sessionId === state.selected) renderDetails();
     } else if (u.sessionUpdate === "current_mode_update") {
       const s = state.sessions.get(params.sessionId);
       if (s) updateSession({ ...s, mode: u.currentModeId });
@@ -1086,6 +1212,7 @@
     if (p.status === "running") {
       if (!state.turnStarted.has(p.sessionId)) state.turnStarted.set(p.sessionId, Date.now());
     } else state.turnStarted.delete(p.sessionId);
+    if (s.generation !== p.generation) state.config.delete(p.sessionId); // a new runtime: ask again
     updateSession(p); // _session/state carries the whole summary
     // A turn ended (or streamed text arrived while this page was loading): converge on the store.
     const streamed = $(".live").childElementCount > 0;
@@ -1470,6 +1597,7 @@
     byId("retry-turn").addEventListener("click", retry);
     byId("session-search").addEventListener("input", onSearchInput);
     byId("show-archived").addEventListener("change", runSearch);
+    byId("group-by-project").addEventListener("change", toggleGrouping);
     byId("import-session").addEventListener("click", importSession);
     byId("archive-session").addEventListener("click", toggleArchive);
     byId("export-session").addEventListener("click", () => exportSession("jsonl"));
@@ -1482,6 +1610,7 @@
     byId("mode-select").addEventListener("change", setMode);
     byId("approval-select").addEventListener("change", (e) => setSetting("approval", e.target));
     byId("sandbox-select").addEventListener("change", (e) => setSetting("sandbox", e.target));
+    byId("model-select").addEventListener("change", (e) => setSetting("model", e.target));
     byId("load-older").addEventListener("click", loadOlder);
     byId("rebuild-ui").addEventListener("click", rebuild);
     document.addEventListener("keydown", (e) => {

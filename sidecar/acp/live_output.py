@@ -5,6 +5,10 @@ accumulated output so far, resent as it grows: at most about ten times a second 
 call (a flooding command cannot flood the client), and once more when it goes quiet,
 so the last live update is always complete. The accumulation stops at the stream cap,
 as the output events themselves do.
+
+The content is plain text, as the transcript's is: escape sequences are removed as the
+chunks arrive (a sequence cut between two chunks waits for its end), so a client that
+shows text shows no escape codes; the colours ride only in our `_meta.output` chunks.
 """
 
 from __future__ import annotations
@@ -14,13 +18,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
+from sidecar.agent.backends.output import ANSI_PATTERN, strip_ansi
+
 INTERVAL: Final = 0.1  # seconds between content updates of one call
+MAX_HELD: Final = 4096  # characters of an unfinished escape sequence waited for, at most
+
+
+def _plain_upto(text: str) -> int:
+    """Where `text` can be cut and stripped: before an escape sequence that has not ended
+    yet, or a carriage return that may be half of a CRLF."""
+    end = len(text)
+    esc = text.rfind("\x1b", max(0, end - MAX_HELD))
+    if esc != -1 and ANSI_PATTERN.match(text, esc) is None:
+        end = esc
+    if end and text[end - 1] == "\r":
+        end -= 1
+    return end
 
 
 @dataclass
 class _Call:
-    chunks: list[str] = field(default_factory=list)
-    size: int = 0
+    chunks: list[str] = field(default_factory=list)  # plain text
+    size: int = 0  # raw characters taken (the cap counts what the command printed)
+    held: str = ""  # raw text not stripped yet (an escape sequence cut between chunks)
     last_sent: float = float("-inf")
     timer: asyncio.TimerHandle | None = None
 
@@ -42,8 +62,11 @@ class LiveOutput:
         room = self._cap - call.size
         if room > 0:
             part = text[:room]
-            call.chunks.append(part)
             call.size += len(part)
+            raw = call.held + part
+            cut = _plain_upto(raw)
+            call.held = raw[cut:]
+            call.chunks.append(strip_ansi(raw[:cut]))
         loop = asyncio.get_running_loop()
         due = call.last_sent + INTERVAL - loop.time()
         if due <= 0:
@@ -56,7 +79,11 @@ class LiveOutput:
         call = self._calls.get(call_id)
         if call is None:
             return
-        if call.timer is not None:
+        if call.held:
+            call.chunks.append(strip_ansi(call.held))
+            call.held = ""
+            self._flush(call_id)
+        elif call.timer is not None:
             self._flush(call_id)
         self._calls.pop(call_id, None)
 

@@ -44,15 +44,21 @@ class AcpNotifier:
     def __call__(self, event: Event) -> None:
         body = event.body
         if isinstance(body, ToolOutputChunk):
+            # The chunk itself (`_meta.output`, our extension) goes first, so a client that
+            # draws chunks has the first one before the first whole-content update.
+            if self._client.extension_notifications:
+                self._send(event)
             self._live_output(event.session_id).add(body.call_id, body.text)
-            if not self._client.extension_notifications:
-                return  # the chunk itself rides in `_meta.output`, our extension
-        elif isinstance(body, ToolCallFinished):
+            return
+        if isinstance(body, ToolCallFinished):
             live = self._live.get(event.session_id)
             if live is not None:
                 live.finish(body.call_id)
         elif isinstance(body, STATE_EVENTS) and not self._client.extension_notifications:
             return  # an extension notification nobody asked for: not even built
+        self._send(event)
+
+    def _send(self, event: Event) -> None:
         notification = event_notification(event, self._view_of)
         if notification is None:
             return
