@@ -132,8 +132,8 @@ class DesktopApp:
         self._live_lock = threading.Lock()
         self._quitting = False
         self._resume_after_restart: set[str] = set()
-        # The last auto-resume's outcome, until a page has shown it (it may finish before
-        # the first page listens for pushes).
+        # The last auto-resume's outcome while no page listened (it may finish before the
+        # first page does): given to the next page that attaches, once.
         self._auto_resumed: dict[str, Any] | None = None
         # What a page would lose on Rebuild UI: per-session drafts, the selected session,
         # scroll positions, the focused control (set by the page through the bridge).
@@ -209,18 +209,21 @@ class DesktopApp:
             len(failed),
         )
         outcome = {"why": why, "resumed": resumed, "interrupted": interrupted, "failed": failed}
-        with self._live_lock:
-            self._auto_resumed = outcome
-        self.push_bridge_event("auto_resumed", outcome)
+        with self._live_lock:  # said once: to the listening page, else to the next one
+            if not self.push_bridge_event("auto_resumed", outcome):
+                self._auto_resumed = outcome
 
-    def take_auto_resumed(self) -> dict[str, Any] | None:
-        """The last auto-resume's outcome, once (a page shows it at load)."""
+    def attach_page(self, page_id: str) -> dict[str, Any] | None:
+        """A page listens from now on; the last auto-resume's outcome if no page has been
+        told yet (a rebuilt page is not told again)."""
         with self._live_lock:
+            self.windows.attach(page_id)
             outcome, self._auto_resumed = self._auto_resumed, None
         return outcome
 
-    def push_bridge_event(self, event: str, data: dict[str, Any]) -> None:
-        self.windows.push({"type": "bridge", "event": event, "data": data})
+    def push_bridge_event(self, event: str, data: dict[str, Any]) -> bool:
+        """Push to the pages; whether a listening page got it."""
+        return self.windows.push({"type": "bridge", "event": event, "data": data})
 
     def run(self, on_started: Callable[[DesktopApp], None] | None = None) -> int:
         """Start the sidecar, show the window, block until the app quits; exit code.

@@ -145,7 +145,7 @@ class Bridge:
 
     def page_ready(self) -> dict[str, Any]:
         """The page is listening for pushes; what it needs before its first requests."""
-        self._app.windows.attach(self._page_id)
+        auto_resumed = self._app.attach_page(self._page_id)
         return {
             "pageId": self._page_id,
             "defaultCwd": self._app.options.default_cwd,
@@ -156,8 +156,12 @@ class Bridge:
             "providerProblem": self._provider_problem(),
             "settings": self._app.settings.snapshot(),
             "autoResume": self._app.options.auto_resume,
-            "autoResumed": self._app.take_auto_resumed(),
+            "autoResumed": auto_resumed,
         }
+
+    def provider_problem(self) -> str | None:
+        """What the running sidecar said about its provider at start (None: nothing)."""
+        return self._provider_problem()
 
     def _provider_problem(self) -> str | None:
         meta = (self._host.initialize_result or {}).get("_meta") or {}

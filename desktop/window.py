@@ -92,10 +92,13 @@ class PagePusher:
         """The page is listening; from now on events are queued for it."""
         self._attached.set()
 
-    def push(self, event: dict[str, Any]) -> None:
+    def push(self, event: dict[str, Any]) -> bool:
+        """Queue `event` if the page listens; False if it does not (yet, or any more)."""
         # Before the page attached, it has not fetched its state yet: nothing to miss.
         if self._attached.is_set() and not self._stopped.is_set():
             self._queue.put(event)
+            return True
+        return False
 
     def stop(self) -> None:
         self._stopped.set()
@@ -294,12 +297,13 @@ class WindowManager:
             page.pusher.attach()
         log.info("page %s ready", page_id)
 
-    def push(self, event: dict[str, Any]) -> None:
-        """Queue an event for every open page (thread-safe, never blocks)."""
+    def push(self, event: dict[str, Any]) -> bool:
+        """Queue an event for every open page (thread-safe, never blocks); whether any
+        page that listens got it."""
         with self._lock:
             pages = list(self._pages.values())
-        for page in pages:
-            page.pusher.push(event)
+        delivered = [page.pusher.push(event) for page in pages]
+        return any(delivered)
 
     def stop_pushing(self) -> None:
         with self._lock:

@@ -719,6 +719,12 @@ def sidecar_kill(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         }
     )
     page.wait(f"!!{page.el('note-interrupted')}", "the interrupted marker in the transcript")
+    # Said once: a rebuilt page does not say it again.
+    page.rebuild(f"{page.el('rebuild-ui')}.click()")
+    time.sleep(1.5)  # time for a repeated notice to show (wrongly)
+    seen["notice_after_rebuild"] = page.visible("notice-banner") and "Resumed" in page.text(
+        "notice-banner"
+    )
     page.select(survivor)
     page.wait_text("transcript", "Echo: before the crash")
     page.send("after the crash")
@@ -1554,6 +1560,17 @@ def provider_problem(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         "[...document.querySelectorAll('.banner')].filter(b => !b.hidden).map(b => b.dataset.testid)"
     )
     seen["retry_offered"] = page.visible("error-actions")
+    # The cause goes away: the next sidecar runs the keyless offline provider.
+    page.app.host.sidecar_args[:] = ["--data-dir", args.data_dir]
+    old_pid = page.app.host.pid
+    os.kill(old_pid, signal.SIGKILL)
+    pill = page.el("sidecar-state")
+    page.wait(
+        f"{pill}.dataset.state === 'running' && {pill}.dataset.pid !== '{old_pid}'",
+        "the new sidecar",
+    )
+    page.wait(f"{banner}.hidden", "the provider banner gone with its cause")
+    seen["banner_after_restart"] = page.visible("provider-banner")
     return seen
 
 

@@ -320,6 +320,7 @@ def test_killed_sidecar_is_restarted_and_live_sessions_come_back_by_themselves(
     }
     assert "Resumed 2 sessions" in r["notice"] and "Interrupted mid-turn" in r["notice"]
     assert "Interrupted" in r["notice"] and r["sidecar_banner_after"] is False
+    assert r["notice_after_rebuild"] is False, "the notice is said once, not again on rebuild"
     assert r["survivor_resumed"]["status"] == "idle"
     assert r["survivor_resumed"]["generation"] == "gen 2"
     assert (
@@ -618,6 +619,7 @@ def test_a_missing_api_key_is_said_once_with_what_to_set(tmp_path: Path) -> None
     assert r["banners"] == ["provider-banner"], "the failed turn does not repeat the hint"
     assert "OPENAI_API_KEY" in r["turn_error"]  # the details keep the session's last error
     assert r["retry_offered"]
+    assert r["banner_after_restart"] is False, "a restarted sidecar without the problem clears it"
 
 
 def test_live_outputs_render_chunks_in_order_and_forget_finished_calls() -> None:

@@ -1238,6 +1238,7 @@
         ? "The sidecar restarted; sessions were closed and can be resumed. Resuming the ones that were live…"
         : "The sidecar restarted; sessions were closed and can be resumed.");
       clearError("sidecar");
+      quietCall("provider_problem").then(showProvider); // the new sidecar's own say
       setTimeout(() => {
         const banner = byId("sidecar-banner");
         if (banner.dataset.pid === String(data.pid)) banner.hidden = true; // over: it runs again
