@@ -19,6 +19,9 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 HISTORY_FILE: Final = "tui-history"
 SESSION_COMMANDS: Final = ("/switch", "/resume", "/close", "/forget", "/cancel")
+# Commands that take no argument: completed as they are; any other gets a space after it,
+# ready for its argument (a trailing space is ignored when the line is run).
+BARE_COMMANDS: Final = frozenset({"/sessions", "/retry", "/cancel", "/help", "/quit"})
 
 
 def data_dir(sidecar_args: list[str]) -> Path:
@@ -53,7 +56,8 @@ class TuiCompleter(Completer):
         if not space:
             for name in sorted(self.commands()):
                 if name.startswith(word):
-                    yield Completion(name, start_position=-len(word))
+                    text = name if name in BARE_COMMANDS else name + " "
+                    yield Completion(text, start_position=-len(word), display=name)
             return
         if word not in SESSION_COMMANDS or " " in rest:
             return

@@ -626,9 +626,9 @@ def test_the_line_editor_completes_and_keeps_history(data_dir: Path, workspace: 
         tty.expect(r"> /sessions$")
         tty.write(b"\r")
         tty.expect(rf"\*  1  .* {sid[:13]} ")
-        tty.type(b"/swi\t")
-        tty.expect(r"> /switch$")
-        tty.write(b" 1\r")
+        tty.type(b"/swi\t")  # a command that takes an argument: a space after it
+        tty.expect(r"> /switch")
+        tty.write(b"1\r")  # so "1" is its argument, not "/switch1"
         tty.expect(rf"switched to {sid}")
         tty.type(b"/close sess_\t")  # and a session id
         tty.expect(rf"> /close {sid}$")
