@@ -24,7 +24,11 @@ from protocol.values import Approval, Backend, Mode, RewindScope, Sandbox, Statu
 
 
 class WireModel(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+    # defer_build: a model's validator is built on its first use, not at import (start-up
+    # pays only for the models its first requests use).
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, defer_build=True
+    )
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
@@ -121,7 +125,7 @@ class StrictParams(WireModel):
     # Unknown keys are tolerated (ACP lets clients add `_meta` and future fields);
     # wrong types on known keys are not.
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, strict=True
+        alias_generator=to_camel, populate_by_name=True, frozen=True, strict=True, defer_build=True
     )
 
 
@@ -293,7 +297,12 @@ class ExportedRow(StrictParams):
     as tool calls, exit codes and marker pointers, are kept as they are)."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True, strict=True, extra="allow"
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        strict=True,
+        extra="allow",
+        defer_build=True,
     )
 
     role: Literal["user", "assistant", "tool", "system"]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("sidecar")
 
 DRAIN_SECONDS = 5.0
+RARE_AFTER = 2.0  # seconds after the heavy half until the rarely needed part is imported
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -55,40 +56,54 @@ def raise_open_file_limit() -> int:
 
 
 @contextlib.contextmanager
-def _no_attribute_docstrings() -> Iterator[None]:
-    """While `acp.schema` is imported: its ~250 models are configured with pydantic's
-    `use_attribute_docstrings`, which reads and parses each class's source to turn the
-    docstrings under its fields into descriptions -- more than half of that module's import
-    time, for text only a JSON schema would show (the sidecar validates and serializes with
-    them, nothing more). Only the loader thread builds models meanwhile (the light half
-    imports no pydantic), and the hook is put back at once."""
+def _lean_models() -> Iterator[None]:
+    """While `acp.schema` is imported (~250 models, most of the heavy half's time), two
+    pydantic settings are changed for the models it defines, and put back at once:
+
+    - no `use_attribute_docstrings`: it reads and parses each class's source to turn the
+      docstrings under its fields into descriptions, text only a JSON schema would show
+      (the sidecar validates and serializes with the models, nothing more);
+    - `defer_build`: a model's validator and serializer are built when it is first used,
+      so the dozen models a request needs are built then, not all of them at start.
+
+    Only the loader thread defines models meanwhile (the light half imports no pydantic).
+    Another pydantic without these internals: the models are built as they are."""
     try:
-        from pydantic._internal import _fields
-    except ImportError:  # another pydantic: the models keep their descriptions
+        from pydantic._internal import _config, _fields
+    except ImportError:
         yield
         return
-    original = getattr(_fields, "extract_docstrings_from_cls", None)
-    if original is None:
+    docstrings = getattr(_fields, "extract_docstrings_from_cls", None)
+    defaults = getattr(_config, "config_defaults", None)
+    if docstrings is None or not isinstance(defaults, dict) or "defer_build" not in defaults:
         yield
         return
     _fields.extract_docstrings_from_cls = lambda cls, use_inspect=False: {}  # type: ignore[attr-defined]
+    defer = defaults["defer_build"]
+    defaults["defer_build"] = True
     try:
         yield
     finally:
-        _fields.extract_docstrings_from_cls = original  # type: ignore[attr-defined]
+        _fields.extract_docstrings_from_cls = docstrings  # type: ignore[attr-defined]
+        defaults["defer_build"] = defer
 
 
 def _load_heavy() -> type[Assembly]:
     """In a worker thread: import the heavy half (ACP schema, aiohttp, provider SDKs)."""
-    with _no_attribute_docstrings():
-        import acp.schema  # noqa: F401 (loaded here, without its field descriptions)
-    # What answers batches, errors and invalid requests (sidecar/acp/server.py): loaded here
-    # so the first such message does not import it on the event loop.
-    import jsonrpcserver  # noqa: F401
-
+    with _lean_models():
+        import acp.schema  # noqa: F401 (loaded here, lean: see _lean_models)
     from sidecar.wiring import load_assembly
 
     return load_assembly()
+
+
+def _load_rare() -> None:
+    """A while after the heavy half (not competing for the GIL with the first requests):
+    what answers batches, errors and invalid requests (sidecar/acp/server.py), so the
+    first such message does not import it on the event loop. No request waits for it
+    (one that needs it meanwhile imports it there)."""
+    threading.Event().wait(RARE_AFTER)
+    import jsonrpcserver  # noqa: F401
 
 
 def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assembly]]:
@@ -111,6 +126,8 @@ def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assem
             result, error = None, exc
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
             loop.call_soon_threadsafe(settle, result, error)
+        if error is None:
+            _load_rare()
 
     threading.Thread(target=work, name="heavy-half", daemon=True).start()
     return future
