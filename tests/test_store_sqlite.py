@@ -543,3 +543,30 @@ def test_delete_and_reconcile_do_not_scan_messages(store: SqliteSessionStore) ->
     statements += traced(store, lambda: store.delete("s1"))
     assert_no_message_scan(store._conn, statements)
     assert store.messages("s0")[-1]["kind"] == "interrupted"
+
+
+def test_a_read_never_returns_what_a_write_has_changed_since(db: Path) -> None:
+    """`get` keeps the records it read until the file is written: by this store (any
+    write, a refused one too) or by another connection (`PRAGMA data_version`)."""
+    mine, other = SqliteSessionStore(db), SqliteSessionStore(db)
+    try:
+        mine.insert(record("s1", title="first"))
+        assert mine.get("s1").title == "first"
+        assert mine.get("s1") is mine.get("s1"), "kept between writes"
+        other.update_metadata("s1", title="renamed elsewhere")  # another connection
+        assert mine.get("s1").title == "renamed elsewhere"
+        mine.update("s1", 1, status=SessionState.RUNNING.value)  # this store's own write
+        assert mine.get("s1").status is SessionState.RUNNING
+        kept = mine.get("s1")
+        with pytest.raises(StaleGeneration):
+            mine.update("s1", 7, status=SessionState.IDLE.value)  # refused
+        assert mine.get("s1") == kept and mine.get("s1") is not kept, "read again"
+        with sqlite3.connect(db) as raw:  # a plain sqlite3 client, outside any store
+            raw.execute("UPDATE sessions SET title = 'by hand' WHERE id = 's1'")
+        assert mine.get("s1").title == "by hand"
+        mine.delete("s1")
+        with pytest.raises(SessionNotFound):
+            mine.get("s1")
+    finally:
+        mine.close()
+        other.close()

@@ -44,6 +44,7 @@ _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
 _SELECT_BY_ID: Final = f"SELECT {_COLUMNS} FROM sessions WHERE id = ?"
 # Offsets and limits are clamped below SQLite's 64-bit integer range.
 _MAX_INDEX: Final = 2**62
+RECENT_RECORDS: Final = 4096  # records `get` keeps between writes, at most
 
 
 class _Members(dict[str, Any]):
@@ -130,6 +131,11 @@ class SqliteSessionStore:
         self._path = Path(path)
         self._depth = 0
         self._closed = False
+        # Records as last read by `get`, while nobody has written the file since: our own
+        # writes empty it, another connection's commit changes `PRAGMA data_version`. A
+        # status request then costs a PRAGMA instead of a row read and its conversion.
+        self._recent: dict[str, SessionRecord] = {}
+        self._recent_version = -1
         try:
             secure_database(self._path)
         except OSError as exc:
@@ -212,8 +218,12 @@ class SqliteSessionStore:
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
-        with self._boundary("write"), self._atomic():
-            yield
+        self._recent.clear()
+        try:
+            with self._boundary("write"), self._atomic():
+                yield
+        finally:
+            self._recent.clear()  # what a failed write may have changed too
 
     def _row(self, session_id: str) -> tuple[int, SessionRecord]:
         row = self._conn.execute(_SELECT_BY_ID, (session_id,)).fetchone()
@@ -261,7 +271,14 @@ class SqliteSessionStore:
 
     async def get(self, session_id: str) -> SessionRecord:
         with self._boundary("read"):
-            return self._row(session_id)[1]
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._recent_version or len(self._recent) >= RECENT_RECORDS:
+                self._recent.clear()
+                self._recent_version = version
+            record = self._recent.get(session_id)
+            if record is None:
+                record = self._recent[session_id] = self._row(session_id)[1]
+            return record
 
     async def list_page(
         self,
