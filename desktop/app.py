@@ -76,10 +76,11 @@ class HostThread:
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
 
-    def start(self) -> None:
-        """Start the loop and the sidecar; raises if the sidecar cannot start."""
+    def start(self) -> concurrent.futures.Future[None]:
+        """Start the loop, and the sidecar on it; the future settles once the sidecar has
+        answered `initialize` (or could not start). Requests wait for it meanwhile."""
         self._thread.start()
-        self.call(self.host.start(), HOST_START_TIMEOUT)
+        return self.submit(self.host.start())
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -123,6 +124,7 @@ class DesktopApp:
             lambda page_id: Bridge(self, page_id), options.title, options.size
         )
         self._quit_requested = threading.Event()
+        self._start_failed = False
         self.live = LiveOutputs()
         self.settings = Settings(options.config_dir)
         # Live sessions, from `_session/state`: kept in the settings as they change, so
@@ -236,31 +238,47 @@ class DesktopApp:
         if os.geteuid() == 0:
             # Chromium refuses to run its sandbox as root; without this WebEngine aborts.
             os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
+        # The sidecar starts while Qt and the page load (the page's first requests wait
+        # for it): neither start is on the other's critical path.
+        starting = self.host_thread.start()
+        self.windows.open_first()
+        previous = signal.signal(signal.SIGTERM, self._on_signal)
         try:
-            self.host_thread.start()
-        except (OSError, TimeoutError) as exc:
+            webview.start(self._started, (starting, on_started), gui="qt", private_mode=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            self.windows.release()
+            self.shutdown()
+        return 1 if self._start_failed else 0
+
+    def _sidecar_started(self, starting: concurrent.futures.Future[None]) -> bool:
+        """Wait for the sidecar's start; False (said in the log) if it could not start."""
+        from desktop.client import RpcError
+
+        try:
+            starting.result(HOST_START_TIMEOUT)
+        except (OSError, TimeoutError, ConnectionError, RpcError) as exc:
             client = self.host.client
             tail = "\n".join(list(client.stderr_tail)[-15:]) if client else ""
             log.error("the sidecar could not start: %s\n%s", exc, tail)
-            self.host_thread.stop()
-            return 1
+            self._start_failed = True
+            return False
         log.info("sidecar running (pid %s)", self.host.pid)
         if self.options.auto_resume:
             with self._live_lock:
                 ids = sorted(self._live)
             if ids:
                 self.host_thread.submit(self._auto_resume(ids, "start"))
-        self.windows.open_first()
-        previous = signal.signal(signal.SIGTERM, self._on_signal)
-        try:
-            webview.start(self._started, (on_started,), gui="qt", private_mode=True)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-            self.windows.release()
-            self.shutdown()
-        return 0
+        return True
 
-    def _started(self, on_started: Callable[[DesktopApp], None] | None) -> None:
+    def _started(
+        self,
+        starting: concurrent.futures.Future[None],
+        on_started: Callable[[DesktopApp], None] | None,
+    ) -> None:
+        if not self._sidecar_started(starting):
+            self.windows.close_all()
+            return
         self.windows.current.events.shown.wait(30)
         if self._quit_requested.is_set():  # a signal came before Qt could take it
             self.windows.close_all()

@@ -393,6 +393,23 @@ def test_the_cli_opens_the_window_and_quits_on_ctrl_c(tmp_path: Path) -> None:
     assert_nothing_left([pid], tmp_path)
 
 
+@window_only
+def test_a_sidecar_that_cannot_start_ends_the_app_with_its_reason(tmp_path: Path) -> None:
+    """The window opens while the sidecar starts; a sidecar that cannot start (here: an
+    unknown provider) ends the app with exit 1 and the sidecar's own words in the log."""
+    with xvfb() as display:
+        proc = subprocess.run(
+            [sys.executable, "-m", "desktop", "--data-dir", str(tmp_path / "data"),
+             "--provider", "no-such-provider"],
+            cwd=ROOT, env={**os.environ, "DISPLAY": display}, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "the sidecar could not start" in proc.stderr
+    assert "no-such-provider" in proc.stderr, "the sidecar's reason is passed on"
+    assert_nothing_left([], tmp_path)
+
+
 def test_cli_options_pass_through_to_the_sidecar() -> None:
     args, sidecar = parse_args(["--data-dir", "/d", "--provider", "openai", "--store", "memory"])
     assert not args.tui

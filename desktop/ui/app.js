@@ -1249,6 +1249,7 @@
       showSidecarBanner("error", `The sidecar could not be restarted: ${data.reason}`);
     } else if (event === "sidecar_started") {
       Object.assign(info, { state: "running", pid: data.pid });
+      quietCall("provider_problem").then(showProvider); // the page may have loaded first
     } else if (event === "permission_requested") {
       return showPermission(data);
     } else if (event === "permission_settled") {
