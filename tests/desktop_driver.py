@@ -1535,6 +1535,9 @@ def models(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     with urllib.request.urlopen(f"{args.provider_url}/_requests", timeout=5) as response:
         requests = json.loads(response.read())["requests"]
     seen["sent_model"] = requests[-1]["body"]["model"]
+    usage = page.el("detail-usage")
+    page.wait(f"!{usage}.parentElement.hidden && {usage}.innerText.includes(' in · ')", "usage")
+    seen["usage"] = page.text("detail-usage")
     seen["stored_model"] = page.host(Method.STATUS, {"sessionId": sid})["model"]
     page.rebuild(f"{page.el('rebuild-ui')}.click()")
     page.wait(f"{picker}.options.length === 2", "the choices after Rebuild UI")
