@@ -141,6 +141,24 @@ def _title(value: Any) -> Any:
 Title = Annotated[str, BeforeValidator(_title), Field(min_length=1, max_length=200)]
 
 
+class NewSessionParams(StrictParams):
+    """ACP's `session/new` params, the fields of its schema (`acp.schema.NewSessionRequest`,
+    which tests/test_protocol_methods.py pins these to): read with this model so the first
+    session request need not wait for ACP's schema to load. The servers' own shapes are
+    checked by the MCP definitions' parser."""
+
+    cwd: str
+    mcp_servers: list[Any] = Field(default_factory=list)
+    additional_directories: list[Any] | None = None  # unused; ACP's model drops bad items
+
+
+class ListSessionsParams(StrictParams):
+    """ACP's `session/list` params (`acp.schema.ListSessionsRequest`, pinned likewise)."""
+
+    cwd: str | None = None
+    cursor: str | None = None
+
+
 class NewSessionMeta(StrictParams):
     """Our keys inside `session/new` `params._meta`."""
 

@@ -2,10 +2,11 @@
 
 Start-up is split so a client is answered at once: the light part (config, store,
 the stdio server, `initialize`) runs first, while the heavy half (`sidecar.wiring`)
-is imported in a worker thread. Every other method is registered from the start and
-simply waits until the heavy half is built and the store is reconciled, so no request
-is refused or reordered by the split; once it is, the real handlers replace the waiting
-ones.
+is imported in a worker thread, then ACP's schema, which the first requests
+(`session/new`, `session/list`, `_session/status`) do not wait for. Every other method is
+registered from the start and simply waits until the heavy half is built and the store
+is reconciled, so no request is refused or reordered by the split; once it is, the real
+handlers replace the waiting ones.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import resource
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
+from sidecar.acp import preload
 from sidecar.acp.initialize import ClientOptions, initialize_handler
 from sidecar.acp.server import RpcServer
 from sidecar.acp.stdio import LineWriter, open_reader, reserve_stdout
@@ -55,55 +57,12 @@ def raise_open_file_limit() -> int:
     return soft
 
 
-@contextlib.contextmanager
-def _lean_models() -> Iterator[None]:
-    """While `acp.schema` is imported (~250 models, most of the heavy half's time), two
-    pydantic settings are changed for the models it defines, and put back at once:
-
-    - no `use_attribute_docstrings`: it reads and parses each class's source to turn the
-      docstrings under its fields into descriptions, text only a JSON schema would show
-      (the sidecar validates and serializes with the models, nothing more);
-    - `defer_build`: a model's validator and serializer are built when it is first used,
-      so the dozen models a request needs are built then, not all of them at start.
-
-    Only the loader thread defines models meanwhile (the light half imports no pydantic).
-    Another pydantic without these internals: the models are built as they are."""
-    try:
-        from pydantic._internal import _config, _fields
-    except ImportError:
-        yield
-        return
-    docstrings = getattr(_fields, "extract_docstrings_from_cls", None)
-    defaults = getattr(_config, "config_defaults", None)
-    if docstrings is None or not isinstance(defaults, dict) or "defer_build" not in defaults:
-        yield
-        return
-    _fields.extract_docstrings_from_cls = lambda cls, use_inspect=False: {}  # type: ignore[attr-defined]
-    defer = defaults["defer_build"]
-    defaults["defer_build"] = True
-    try:
-        yield
-    finally:
-        _fields.extract_docstrings_from_cls = docstrings  # type: ignore[attr-defined]
-        defaults["defer_build"] = defer
-
-
 def _load_heavy() -> type[Assembly]:
-    """In a worker thread: import the heavy half (ACP schema, aiohttp, provider SDKs)."""
-    with _lean_models():
-        import acp.schema  # noqa: F401 (loaded here, lean: see _lean_models)
+    """In a worker thread: import the heavy half (the manager, aiohttp, the handlers),
+    what `session/new`, `session/list` and `_session/status` need."""
     from sidecar.wiring import load_assembly
 
     return load_assembly()
-
-
-def _load_rare() -> None:
-    """A while after the heavy half (not competing for the GIL with the first requests):
-    what answers batches, errors and invalid requests (sidecar/acp/server.py), so the
-    first such message does not import it on the event loop. No request waits for it
-    (one that needs it meanwhile imports it there)."""
-    threading.Event().wait(RARE_AFTER)
-    import jsonrpcserver  # noqa: F401
 
 
 def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assembly]]:
@@ -127,7 +86,9 @@ def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assem
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
             loop.call_soon_threadsafe(settle, result, error)
         if error is None:
-            _load_rare()
+            preload.ACP.ensure()  # then what the other methods and ACP updates need
+            threading.Event().wait(RARE_AFTER)  # not competing with the first requests
+            preload.RPC.ensure()
 
     threading.Thread(target=work, name="heavy-half", daemon=True).start()
     return future

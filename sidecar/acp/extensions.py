@@ -9,8 +9,6 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from acp.helpers import update_agent_message_text
-
 from protocol.methods import Method
 from protocol.models import (
     ArchiveParams,
@@ -27,6 +25,7 @@ from protocol.models import (
     StatusParams,
 )
 from protocol.values import Status, StopReason
+from sidecar.acp import preload
 from sidecar.acp.permissions import request_params
 from sidecar.acp.server import RpcServer
 from sidecar.acp.session_config import SidecarCommand
@@ -355,6 +354,9 @@ class ExtensionHandlers:
             view = await self.manager.settings.rename(session_id, title[: TITLE_CHARS * 3])
             text = f"Renamed to “{view.record.title}”."
             meta = {}
+        preload.ACP.ensure()
+        from acp.helpers import update_agent_message_text
+
         self.server.notify(*session_update(session_id, update_agent_message_text(text)))
         return {"stopReason": StopReason.END_TURN.value, "_meta": {"response": text, **meta}}
 

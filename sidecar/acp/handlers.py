@@ -3,6 +3,11 @@
 Each handler parses its params once with a pydantic model (ACP's own from `acp.schema`
 where one exists, else ours from `protocol.models`), calls the manager with typed
 values, and shapes the result. No session rule lives here.
+
+`session/new` and `session/list`, the requests every client sends first, read their
+params with models of ours that `tests/test_protocol_methods.py` pins to ACP's, and ACP's
+models are imported in the handler that uses them: those first requests are answered
+while ACP's schema is still loading (sidecar/app.py).
 """
 
 from __future__ import annotations
@@ -12,29 +17,15 @@ import json
 import math
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from acp.schema import (
-    AvailableCommandsUpdate,
-    CancelNotification,
-    CloseSessionRequest,
-    ConfigOptionUpdate,
-    DeleteSessionRequest,
-    ForkSessionRequest,
-    ListSessionsRequest,
-    LoadSessionRequest,
-    NewSessionRequest,
-    PromptRequest,
-    ResumeSessionRequest,
-    SetSessionConfigOptionSelectRequest,
-    SetSessionModeRequest,
-)
 from pydantic import ValidationError
 
 from protocol.errors import ProtocolError
 from protocol.methods import Method
-from protocol.models import ListMeta, NewSessionMeta
+from protocol.models import ListMeta, ListSessionsParams, NewSessionMeta, NewSessionParams
 from protocol.values import Approval, Mode, Sandbox, available_modes
+from sidecar.acp import preload
 from sidecar.acp.extensions import ExtensionHandlers
 from sidecar.acp.server import RpcServer
 from sidecar.acp.session_config import (
@@ -56,6 +47,9 @@ from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import Origin
 from sidecar.store.base import ListCursor
 from sidecar.wire.summary import summary
+
+if TYPE_CHECKING:
+    from acp.schema import PromptRequest
 
 LIST_PAGE = 100
 REPLAY_PAGE = 500
@@ -175,16 +169,20 @@ class AcpHandlers:
     def _announce_commands(self, session_id: str) -> None:
         runtime = self.manager.runtime(session_id)
         provider = runtime.provider.commands if runtime is not None else ()
-        update = AvailableCommandsUpdate.model_validate(
-            {
-                "sessionUpdate": "available_commands_update",
-                "availableCommands": available_commands(provider),
-            }
-        )
-        self.server.notify(*session_update(session_id, update))
+        # Built directly (no ACP model), like a text chunk: every session's first update,
+        # sent while ACP's schema may still be loading (tests/test_acp_interop.py has the
+        # SDK parse every update on the wire unchanged).
+        update = {
+            "availableCommands": available_commands(provider),
+            "sessionUpdate": "available_commands_update",
+        }
+        self.server.notify(Method.SESSION_UPDATE, {"sessionId": session_id, "update": update})
 
     async def _announce_config(self, session_id: str) -> list[dict[str, Any]]:
         options = config_options(await self.manager.view(session_id), await self.catalog.models())
+        preload.ACP.ensure()
+        from acp.schema import ConfigOptionUpdate
+
         update = ConfigOptionUpdate.model_validate(
             {"sessionUpdate": "config_option_update", "configOptions": options}
         )
@@ -209,7 +207,7 @@ class AcpHandlers:
 
     async def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         params = {"mcpServers": [], **params}
-        request = NewSessionRequest.model_validate(params)
+        request = NewSessionParams.model_validate(params)
         try:
             meta = NewSessionMeta.model_validate(_meta(params))
         except ValidationError as exc:
@@ -229,12 +227,18 @@ class AcpHandlers:
         return {"sessionId": view.session_id, **await self._opened(view)}
 
     async def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import ResumeSessionRequest
+
         request = ResumeSessionRequest.model_validate(params)
         servers = mcp_definitions(params, keep_when_empty=True)
         view = await self.manager.resume(request.session_id, servers)
         return await self._opened(view)
 
     async def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import LoadSessionRequest
+
         request = LoadSessionRequest.model_validate({"mcpServers": [], **params})
         session_id = request.session_id
         view = await self.manager.load(session_id, mcp_definitions(params, keep_when_empty=True))
@@ -250,6 +254,9 @@ class AcpHandlers:
         return await self._opened(view)
 
     async def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import ForkSessionRequest
+
         request = ForkSessionRequest.model_validate({"mcpServers": [], **params})
         turn = _meta(params).get("turn")
         if turn is not None and (type(turn) is not int or turn < 1):
@@ -263,10 +270,16 @@ class AcpHandlers:
         return {"sessionId": view.session_id, **await self._opened(view)}
 
     async def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import CloseSessionRequest
+
         request = CloseSessionRequest.model_validate(params)
         return {"_meta": summary(await self.manager.close(request.session_id))}
 
     async def session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import DeleteSessionRequest
+
         request = DeleteSessionRequest.model_validate(params)
         await self.manager.delete(request.session_id)
         return {}
@@ -274,7 +287,7 @@ class AcpHandlers:
     async def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         """Most recent activity first; `_meta.query` searches titles and transcript text,
         `_meta.archived: true` lists the archived sessions instead of the others."""
-        request = ListSessionsRequest.model_validate(params)
+        request = ListSessionsParams.model_validate(params)
         try:
             meta = ListMeta.model_validate(_meta(params))
         except ValidationError as exc:
@@ -307,6 +320,9 @@ class AcpHandlers:
         return result
 
     async def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import PromptRequest
+
         request = PromptRequest.model_validate(params)
         text = prompt_text(request)
         command = sidecar_command(text)
@@ -326,10 +342,16 @@ class AcpHandlers:
         }
 
     async def session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import CancelNotification
+
         request = CancelNotification.model_validate(params)
         return {"cancelled": await self.manager.cancel(request.session_id)}
 
     async def session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import SetSessionModeRequest
+
         request = SetSessionModeRequest.model_validate(params)
         try:
             mode = Mode(request.mode_id)
@@ -343,6 +365,9 @@ class AcpHandlers:
         return {}
 
     async def session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        preload.ACP.ensure()
+        from acp.schema import SetSessionConfigOptionSelectRequest
+
         request = SetSessionConfigOptionSelectRequest.model_validate(params)
         session_id, value = request.session_id, request.value
         if request.config_id == MODE:

@@ -1,14 +1,16 @@
 """Every numbered session event, sent to the stdio client as the ACP notification it
 becomes (`updates.py`), with live command output as standard content (`live_output.py`)
-and our extension notifications only for a client that asked for them."""
+and our extension notifications only for a client that asked for them.
+
+ACP's SDK is imported where an ACP update is built, not at module level: the sidecar's
+first requests are answered before it has loaded (see sidecar/app.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from acp.helpers import text_block, tool_content, update_tool_call
-
+from sidecar.acp import preload
 from sidecar.acp.initialize import ClientOptions
 from sidecar.acp.live_output import LiveOutput
 from sidecar.acp.updates import STATE_EVENTS, ViewOf, event_notification, session_update
@@ -33,6 +35,9 @@ class AcpNotifier:
         if live is None:
 
             def send(call_id: str, text: str) -> None:
+                preload.ACP.ensure()
+                from acp.helpers import text_block, tool_content, update_tool_call
+
                 update = update_tool_call(
                     call_id, status="in_progress", content=[tool_content(text_block(text))]
                 )

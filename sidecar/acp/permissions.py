@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from acp.schema import RequestPermissionResponse
 from pydantic import ValidationError
 
 from protocol.methods import Method
+from sidecar.acp import preload
 from sidecar.acp.server import ClientError, RpcServer
 from sidecar.core.approvals import Asker
 from sidecar.domain.errors import InvalidInput
@@ -68,6 +68,9 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
 
 def read_answer(result: Any, request: PermissionRequest) -> PermissionAnswer:
     """The client's result as an answer; anything unreadable is a refusal, with the reason."""
+    preload.ACP.ensure()
+    from acp.schema import RequestPermissionResponse
+
     try:
         response = RequestPermissionResponse.model_validate(result)
     except ValidationError as exc:

@@ -31,6 +31,7 @@ from typing import Any
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import MAX_MESSAGE_BYTES, encode_message
+from sidecar.acp import preload
 from sidecar.acp.stdio import LineWriter
 from sidecar.domain.errors import SidecarError
 from sidecar.wire.errors import to_protocol_error
@@ -148,6 +149,7 @@ async def call_handler(handler: Handler, params: dict[str, Any]) -> Outcome:
 
 def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
     """Adapt a `handler(params)` to jsonrpcserver: named params only, errors mapped here."""
+    preload.RPC.ensure()
     from jsonrpcserver import Error, Success
 
     async def method(_context: object, **params: Any) -> Any:
@@ -352,6 +354,7 @@ class RpcServer:
         """jsonrpcserver's answer: its one-request step for a valid request object (an
         unknown method, positional params), its whole pipeline for anything else (bad
         JSON, invalid requests, batches)."""
+        preload.RPC.ensure()
         from jsonrpcserver import async_dispatch
         from jsonrpcserver.async_dispatcher import dispatch_request
         from jsonrpcserver.dispatcher import create_request, to_response

@@ -1,31 +1,20 @@
 """Domain events and stored transcripts -> ACP notifications.
 
 Built with `acp.schema` models so every update we send is one the official SDK
-accepts. Streamed command output rides in `_meta.output` of a tool_call_update
-(ACP's `content` replaces, it does not append); the final update carries the
-whole result as content.
+accepts. Streamed command output rides in `_meta.output` of a tool_call_update (ACP's
+`content` replaces, it does not append); the final update carries the whole result as
+content. The SDK is imported where an update is built, not at module level, so the
+sidecar's first requests (which send none of these) are answered before ACP's schema
+has loaded (sidecar/app.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
-
-from acp.helpers import (
-    image_block,
-    start_tool_call,
-    text_block,
-    tool_content,
-    tool_diff_content,
-    update_agent_message_text,
-    update_agent_thought_text,
-    update_current_mode,
-    update_tool_call,
-    update_user_message_text,
-)
-from acp.schema import SessionInfoUpdate, SessionNotification, ToolCallLocation
+from typing import TYPE_CHECKING, Any
 
 from protocol.methods import Method
+from sidecar.acp import preload
 from sidecar.core.events import Event
 from sidecar.core.views import SessionView
 from sidecar.domain.events import (
@@ -58,11 +47,17 @@ from sidecar.wire.changes import changes_body
 from sidecar.wire.summary import summary
 from sidecar.wire.transcript import tool_input, tool_kind, tool_title
 
+if TYPE_CHECKING:
+    from acp.schema import ToolCallLocation
+
 Notification = tuple[str, dict[str, Any]]
 ViewOf = Callable[[SessionRecord], SessionView]
 
 
 def session_update(session_id: str, update: Any) -> Notification:
+    preload.ACP.ensure()
+    from acp.schema import SessionNotification
+
     notification = SessionNotification(session_id=session_id, update=update)
     return Method.SESSION_UPDATE, notification.model_dump(
         by_alias=True, exclude_none=True, mode="json"
@@ -70,10 +65,16 @@ def session_update(session_id: str, update: Any) -> Notification:
 
 
 def _diffs(diffs: Iterable[FileDiff]) -> list[Any]:
+    preload.ACP.ensure()
+    from acp.helpers import tool_diff_content
+
     return [tool_diff_content(d.path, d.new_text, d.old_text) for d in diffs]
 
 
 def _locations(locations: Iterable[Location]) -> list[ToolCallLocation] | None:
+    preload.ACP.ensure()
+    from acp.schema import ToolCallLocation
+
     found = [ToolCallLocation(path=where.path, line=where.line) for where in locations]
     return found or None
 
@@ -98,15 +99,30 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
         return _chunk(session_id, "agent_message_chunk", body.text)
     if isinstance(body, STATE_EVENTS):
         return Method.STATE, summary(view_of(body.record))
-    if isinstance(body, UserMessageAdded):
-        if body.origin is Origin.ACP:
-            return None  # the ACP client sent it; echoing it back makes clients show it twice
-        return session_update(session_id, update_user_message_text(body.text))
     if isinstance(body, AgentThoughtChunk):
         return _chunk(session_id, "agent_thought_chunk", body.text)
     if isinstance(body, UsageUpdated):
         usage = {"used": body.used, "size": body.size, "sessionUpdate": "usage_update"}
         return Method.SESSION_UPDATE, {"sessionId": session_id, "update": usage}
+    if isinstance(body, TurnChanges):
+        return Method.TURN_CHANGES, {"sessionId": session_id, **changes_body(body)}
+    # The rest are built with ACP's SDK (imported here, not at start: see the module's doc).
+    preload.ACP.ensure()
+    from acp.helpers import (
+        image_block,
+        start_tool_call,
+        text_block,
+        tool_content,
+        update_current_mode,
+        update_tool_call,
+        update_user_message_text,
+    )
+    from acp.schema import SessionInfoUpdate
+
+    if isinstance(body, UserMessageAdded):
+        if body.origin is Origin.ACP:
+            return None  # the ACP client sent it; echoing it back makes clients show it twice
+        return session_update(session_id, update_user_message_text(body.text))
     if isinstance(body, TitleChanged):
         return session_update(
             session_id,
@@ -149,13 +165,22 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
         )
     if isinstance(body, ModeChanged):
         return session_update(session_id, update_current_mode(body.mode.value))
-    if isinstance(body, TurnChanges):
-        return Method.TURN_CHANGES, {"sessionId": session_id, **changes_body(body)}
     return None
 
 
 def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[Notification]:
     """A stored transcript as the updates a client would have seen live (session/load)."""
+    preload.ACP.ensure()
+    from acp.helpers import (
+        start_tool_call,
+        text_block,
+        tool_content,
+        update_agent_message_text,
+        update_agent_thought_text,
+        update_tool_call,
+        update_user_message_text,
+    )
+
     for item in entries:
         if isinstance(item, UserEntry):
             yield session_update(session_id, update_user_message_text(item.text))
