@@ -548,6 +548,11 @@ def diffs(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     slot = page.wait_changes(1)
     seen["poem"] = (workspace / "poem.txt").read_text()
     stored_tool = f"{SEL}('.stored [data-testid=tool-call]')"
+    # The changes list comes by its own notification; the stored tail may land just after.
+    status = f"{stored_tool}.querySelector('[data-testid=tool-status]')"
+    page.wait(
+        f"!!{stored_tool} && !!{status} && {status}.innerText !== 'running'", "the stored card"
+    )
     seen["stored_tool"] = {
         "status": page.js(f"{stored_tool}.querySelector('[data-testid=tool-status]').innerText"),
         "label": page.js(f"{stored_tool}.querySelector('.diff-label').textContent"),
