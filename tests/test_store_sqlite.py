@@ -8,6 +8,7 @@ plans, a full or read-only database) is only observable at that level.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import sqlite3
@@ -25,6 +26,7 @@ from sidecar.domain.errors import SessionNotFound, StaleGeneration, StoreError
 from sidecar.domain.records import SessionRecord, SessionState
 from sidecar.store import SqliteSessionStore as AsyncSqliteStore
 from sidecar.store import migrations
+from sidecar.store import sqlite as sqlite_module
 from sidecar.store.blocking import BlockingStore
 
 _LOOP = asyncio.new_event_loop()
@@ -570,3 +572,91 @@ def test_a_read_never_returns_what_a_write_has_changed_since(db: Path) -> None:
     finally:
         mine.close()
         other.close()
+
+
+def _queued(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return int(conn.execute("SELECT count(*) FROM search_pending").fetchone()[0])
+
+
+def _index_intact(db: Path) -> None:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("INSERT INTO transcript_search (transcript_search) VALUES ('integrity-check')")
+
+
+def test_transcript_rows_are_indexed_in_batches_and_always_before_a_search(db: Path) -> None:
+    """A row write only queues the row for the index (migrations.py v5); a search indexes
+    the queue first, so it never misses a row, and a row that goes before it was indexed
+    only leaves the queue (the contentless index is never told to drop what it lacks)."""
+    store = SqliteSessionStore(db)
+    try:
+        for name in ("kept", "gone"):
+            store.insert(record(name))
+            store.append_message(name, 1, {"role": "user", "content": f"{name} marmalade"})
+        assert _queued(db) == 2, "queued by the writes, not indexed in them"
+        assert {r.session_id for r in store.list_page(query="marmalade")[0]} == {"kept", "gone"}
+        assert _queued(db) == 0, "the search indexed the queue first"
+        store.append_message("gone", 1, {"role": "user", "content": "quince, still queued"})
+        store.insert(record("fresh"))
+        store.append_message("fresh", 1, {"role": "user", "content": "quince again"})
+        assert _queued(db) == 2
+        store.delete("gone")  # one row indexed, one still queued
+        assert _queued(db) == 1
+        _index_intact(db)
+        assert [r.session_id for r in store.list_page(query="quince")[0]] == ["fresh"]
+        assert [r.session_id for r in store.list_page(query="marmalade")[0]] == ["kept"]
+        _index_intact(db)
+    finally:
+        store.close()
+
+
+def test_the_index_pass_runs_soon_after_writes_and_at_close(db: Path) -> None:
+    async def scenario() -> None:
+        store = AsyncSqliteStore(db)
+        await store.insert(record("s1"))
+        for n in range(3):
+            await store.append_message("s1", 1, {"role": "user", "content": f"row {n}"})
+        assert _queued(db) == 3
+        await asyncio.sleep(sqlite_module.INDEX_DELAY + 0.5)  # one pass for the three
+        assert _queued(db) == 0
+        await store.append_message("s1", 1, {"role": "user", "content": "last words"})
+        await store.close()  # before the pass was due: the close indexes it
+
+    asyncio.run(scenario())
+    assert _queued(db) == 0
+    store = SqliteSessionStore(db)
+    try:
+        assert [r.session_id for r in store.list_page(query="last")[0]] == ["s1"]
+    finally:
+        store.close()
+
+
+def test_a_version_4_file_keeps_its_index_and_queues_from_then_on(db: Path) -> None:
+    v4 = [m for m in migrations.MIGRATIONS if m[0] <= 4]
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+
+        @contextlib.contextmanager
+        def atomic() -> Iterator[None]:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+            conn.execute("COMMIT")
+
+        migrations.migrate(conn, atomic, str(db), v4)
+        conn.execute(
+            "INSERT INTO sessions (id, cwd, title, mode, backend, status, generation,"
+            " created_at, updated_at) VALUES ('old', '/w', 't', 'craft', 'pipe', 'closed', 1, 1, 1)"
+        )
+        conn.execute(
+            "INSERT INTO messages (session_seq, idx, body) VALUES (1, 0, ?)",
+            ('{"role": "user", "content": "indexed by the old trigger"}',),
+        )
+    store = SqliteSessionStore(db)
+    try:
+        assert migrations.pending(store._conn, str(db)) == []
+        assert _queued(db) == 0
+        assert [r.session_id for r in store.list_page(query="trigger")[0]] == ["old"]
+        store.delete("old")  # indexed by v4: taken out of the index
+        _index_intact(db)
+        assert store.list_page(query="trigger")[0] == []
+    finally:
+        store.close()

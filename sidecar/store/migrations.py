@@ -148,7 +148,56 @@ INSERT INTO transcript_search (rowid, text)
     WHERE idx < 4294967296;
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
+# v5: transcript rows are indexed for search in batches, off the writing transaction.
+# FTS5 writes a new index segment for every transaction that adds to it, which made the
+# index ~40% of a turn's store time; now a row insert only queues its search rowid in
+# `search_pending` (a b-tree insert), and `SqliteSessionStore` indexes the queue a batch per
+# transaction, soon after the writes and always before a search reads the index. A row
+# that goes (or changes) is taken out of the index only if it was indexed; a queued one
+# only leaves the queue (a contentless table must never be told to delete what it lacks).
+_INDEXED_OLD: Final = (
+    "NOT EXISTS (SELECT 1 FROM search_pending WHERE id = " + _ROWID.format(r="old") + ")"
+)
+_V5: Final = f"""
+CREATE TABLE search_pending (id INTEGER PRIMARY KEY);
+DROP TRIGGER transcript_search_add;
+DROP TRIGGER transcript_search_remove;
+DROP TRIGGER transcript_search_change;
+CREATE TRIGGER transcript_search_add AFTER INSERT ON messages
+WHEN new.idx < 4294967296 BEGIN
+    INSERT OR IGNORE INTO search_pending (id) VALUES ({_ROWID.format(r="new")});
+END;
+CREATE TRIGGER transcript_search_remove AFTER DELETE ON messages
+WHEN old.idx < 4294967296 BEGIN
+    INSERT INTO transcript_search (transcript_search, rowid, text)
+    SELECT 'delete', {_ROWID.format(r="old")}, {_ROW_TEXT.format(b="old.body")}
+    WHERE {_INDEXED_OLD};
+    DELETE FROM search_pending WHERE id = {_ROWID.format(r="old")};
+END;
+CREATE TRIGGER transcript_search_change AFTER UPDATE OF body ON messages
+WHEN old.idx < 4294967296 BEGIN
+    INSERT INTO transcript_search (transcript_search, rowid, text)
+    SELECT 'delete', {_ROWID.format(r="old")}, {_ROW_TEXT.format(b="old.body")}
+    WHERE {_INDEXED_OLD};
+    INSERT OR IGNORE INTO search_pending (id) VALUES ({_ROWID.format(r="new")});
+END;
+"""
+# One batch of the queue into the index (the caller deletes the batch from the queue in
+# the same transaction): the rows' text as the triggers above compute it.
+INDEX_PENDING: Final = (
+    "INSERT INTO transcript_search (rowid, text)"
+    f" SELECT p.id, {_ROW_TEXT.format(b='m.body')} FROM search_pending AS p"
+    " JOIN messages AS m ON m.session_seq = p.id >> 32 AND m.idx = p.id & 4294967295"
+    " WHERE p.id <= ?"
+)
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+)
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

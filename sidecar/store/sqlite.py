@@ -10,9 +10,11 @@ through untouched because they are answers, not failures.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -43,7 +45,11 @@ _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
 _SELECT_BY_ID: Final = f"SELECT {_COLUMNS} FROM sessions WHERE id = ?"
 # Offsets and limits are clamped below SQLite's 64-bit integer range.
+log = logging.getLogger(__name__)
+
 _MAX_INDEX: Final = 2**62
+INDEX_DELAY: Final = 0.5  # seconds after a write that queued transcript rows, the index pass
+INDEX_BATCH: Final = 5000  # queued rows indexed per transaction
 RECENT_RECORDS: Final = 4096  # records `get` keeps between writes, at most
 
 
@@ -136,6 +142,7 @@ class SqliteSessionStore:
         # status request then costs a PRAGMA instead of a row read and its conversion.
         self._recent: dict[str, SessionRecord] = {}
         self._recent_version = -1
+        self._index_timer: asyncio.TimerHandle | None = None
         try:
             secure_database(self._path)
         except OSError as exc:
@@ -246,6 +253,52 @@ class SqliteSessionStore:
             "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
             (seq, record.message_count, body),
         )
+        self._index_soon()
+
+    # ---- the search index, a batch at a time (migrations.py, v5) ----------------------
+
+    def _index_soon(self) -> None:
+        """A write queued transcript rows for the index: index them shortly, in one
+        transaction for all that come meanwhile (outside a running loop: at the next
+        search, or at close)."""
+        if self._index_timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._index_timer = loop.call_later(INDEX_DELAY, self._index_later)
+
+    def _index_later(self) -> None:
+        self._index_timer = None
+        if self._closed:
+            return
+        try:
+            self._index_pending()
+        except StoreError as exc:  # the rows stay queued: the next search indexes them
+            log.warning("search index not brought up to date: %s", exc)
+
+    def _index_pending(self) -> int:
+        """Index every queued transcript row, INDEX_BATCH per transaction; how many."""
+        done = 0
+        while True:
+            with self._write():
+                ids = self._conn.execute(
+                    "SELECT id FROM search_pending ORDER BY id LIMIT ?", (INDEX_BATCH,)
+                ).fetchall()
+                if not ids:
+                    return done
+                last = ids[-1][0]
+                self._conn.execute(migrations.INDEX_PENDING, (last,))
+                self._conn.execute("DELETE FROM search_pending WHERE id <= ?", (last,))
+            done += len(ids)
+            if len(ids) < INDEX_BATCH:
+                return done
+
+    async def index_pending(self) -> int:
+        """Bring the search index up to date now (a search does this itself); how many
+        rows it took."""
+        return self._index_pending()
 
     def _append(self, seq: int, record: SessionRecord, body: str) -> SessionRecord:
         self._insert_message(seq, record, body)
@@ -296,6 +349,7 @@ class SqliteSessionStore:
         source = "sessions"
         words = search.terms(query)
         if words:
+            self._index_pending()  # what was written since the last pass, first
             # The matching seqs first (every word in the title or some message), then
             # their rows: the work follows the matches, not the number of sessions.
             per_word = " INTERSECT ".join(
@@ -439,7 +493,8 @@ class SqliteSessionStore:
                 " SELECT ?, idx, body FROM messages WHERE session_seq = ? AND idx < ?",
                 (seq, source_seq, stored.message_count),
             )
-            return stored
+        self._index_soon()
+        return stored
 
     async def insert_with_transcript(
         self, record: SessionRecord, rows: Sequence[Row]
@@ -453,6 +508,7 @@ class SqliteSessionStore:
                 "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
                 ((seq, idx, body) for idx, body in enumerate(bodies)),
             )
+        self._index_soon()
         return stored
 
     async def delete(self, session_id: str) -> None:
@@ -496,9 +552,17 @@ class SqliteSessionStore:
         self.close_now()
 
     def close_now(self) -> None:
-        """Synchronous close (for callers outside the event loop)."""
+        """Synchronous close (for callers outside the event loop); the search index is
+        brought up to date first (if that fails, the next search on the file does it)."""
         if self._closed:
             return
+        if self._index_timer is not None:
+            self._index_timer.cancel()
+            self._index_timer = None
+        try:
+            self._index_pending()
+        except StoreError as exc:
+            log.warning("search index not brought up to date at close: %s", exc)
         self._closed = True
         try:
             self._conn.close()
