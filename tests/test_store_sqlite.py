@@ -610,14 +610,18 @@ def test_transcript_rows_are_indexed_in_batches_and_always_before_a_search(db: P
         store.close()
 
 
-def test_the_index_pass_runs_soon_after_writes_and_at_close(db: Path) -> None:
+def test_the_index_pass_runs_soon_after_writes_and_at_close(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "INDEX_BATCH", 2)  # so the pass takes three turns
+
     async def scenario() -> None:
         store = AsyncSqliteStore(db)
         await store.insert(record("s1"))
-        for n in range(3):
+        for n in range(5):
             await store.append_message("s1", 1, {"role": "user", "content": f"row {n}"})
-        assert _queued(db) == 3
-        await asyncio.sleep(sqlite_module.INDEX_DELAY + 0.5)  # one pass for the three
+        assert _queued(db) == 5
+        await asyncio.sleep(sqlite_module.INDEX_DELAY + 0.5)  # one pass, batch by batch
         assert _queued(db) == 0
         await store.append_message("s1", 1, {"role": "user", "content": "last words"})
         await store.close()  # before the pass was due: the close indexes it

@@ -257,7 +257,7 @@ class SqliteSessionStore:
 
     # ---- the search index, a batch at a time (migrations.py, v5) ----------------------
 
-    def _index_soon(self) -> None:
+    def _index_soon(self, delay: float = INDEX_DELAY) -> None:
         """A write queued transcript rows for the index: index them shortly, in one
         transaction for all that come meanwhile (outside a running loop: at the next
         search, or at close)."""
@@ -267,33 +267,40 @@ class SqliteSessionStore:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._index_timer = loop.call_later(INDEX_DELAY, self._index_later)
+        self._index_timer = loop.call_later(delay, self._index_later)
 
     def _index_later(self) -> None:
+        """One batch per turn of the event loop, so a big queue (an import) never holds
+        the loop for long."""
         self._index_timer = None
         if self._closed:
             return
         try:
-            self._index_pending()
+            more = self._index_batch() == INDEX_BATCH
         except StoreError as exc:  # the rows stay queued: the next search indexes them
             log.warning("search index not brought up to date: %s", exc)
+            return
+        if more:
+            self._index_soon(0.0)
 
-    def _index_pending(self) -> int:
-        """Index every queued transcript row, INDEX_BATCH per transaction; how many."""
-        done = 0
-        while True:
-            with self._write():
-                ids = self._conn.execute(
-                    "SELECT id FROM search_pending ORDER BY id LIMIT ?", (INDEX_BATCH,)
-                ).fetchall()
-                if not ids:
-                    return done
+    def _index_batch(self) -> int:
+        """Index up to INDEX_BATCH queued transcript rows in one transaction; how many."""
+        with self._write():
+            ids = self._conn.execute(
+                "SELECT id FROM search_pending ORDER BY id LIMIT ?", (INDEX_BATCH,)
+            ).fetchall()
+            if ids:
                 last = ids[-1][0]
                 self._conn.execute(migrations.INDEX_PENDING, (last,))
                 self._conn.execute("DELETE FROM search_pending WHERE id <= ?", (last,))
-            done += len(ids)
-            if len(ids) < INDEX_BATCH:
-                return done
+        return len(ids)
+
+    def _index_pending(self) -> int:
+        """Index every queued transcript row, a batch per transaction; how many."""
+        done = 0
+        while (batch := self._index_batch()) == INDEX_BATCH:
+            done += batch
+        return done + batch
 
     async def index_pending(self) -> int:
         """Bring the search index up to date now (a search does this itself); how many
