@@ -80,12 +80,18 @@ class Page:
             if value:
                 return value
             if time.monotonic() > deadline:
-                banner = self.js(f"{SEL}('[data-testid=error-banner]').innerText")
-                raise TimeoutError(f"timed out waiting for {what}; error banner: {banner!r}")
+                state = self.js(
+                    "JSON.stringify({url: location.href, readyState: document.readyState,"
+                    f" banner: ({SEL}('[data-testid=error-banner]') || {{}}).innerText,"
+                    " bridge: !!(window.pywebview && window.pywebview.api),"
+                    " items: document.querySelectorAll('[data-testid=session-item]').length})"
+                )
+                raise TimeoutError(f"timed out waiting for {what}; the page: {state}")
             time.sleep(0.1)
 
     def ready(self) -> None:
-        self.wait("document.body.dataset.ready === 'true'", "the page to load")
+        # Twice the usual wait: the first load shares the machine with the sidecar's start.
+        self.wait("document.body.dataset.ready === 'true'", "the page to load", 2 * WAIT)
 
     def el(self, testid: str, session_id: str | None = None) -> str:
         scope = f'[data-session-id="{session_id}"] ' if session_id else ""
