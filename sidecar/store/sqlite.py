@@ -296,7 +296,11 @@ class SqliteSessionStore:
         return len(ids)
 
     def _index_pending(self) -> int:
-        """Index every queued transcript row, a batch per transaction; how many."""
+        """Index every queued transcript row, a batch per transaction; how many. An empty
+        queue costs one read (no write transaction: a search stays a reader)."""
+        with self._boundary("read"):
+            if self._conn.execute("SELECT 1 FROM search_pending LIMIT 1").fetchone() is None:
+                return 0
         done = 0
         while (batch := self._index_batch()) == INDEX_BATCH:
             done += batch
