@@ -235,8 +235,11 @@ def _targets(
             else f"The app's own page load at start (page starts loading → list painted) is "
             f"{fmt(marks['list_ms'] - marks['page_ms'])} ms, the bare page's {fmt(load)} ms; "
             f"{_empty_rebuild(runs, p50)}a rebuild pays a new window and the app page's load "
-            "(its scripts, then `session/list` pages over the bridge and the render of "
-            "every item).",
+            "(its scripts, then every `session/list` page over the bridge, then the render of "
+            "the sidebar's first 100 items). What would close it: the first list page drawn "
+            "before the others are fetched, and the page's scripts and styles inlined into "
+            "one document (WebEngine spends ~250 ms between the HTML's arrival and the first "
+            "script over `file://`).",
         )
     )
 
@@ -263,5 +266,9 @@ def _why_start(marks: dict[str, float], floor: float) -> str:
         f"Since spawn: desktop modules imported at {fmt(imported)} ms, the sidecar answered "
         f"`initialize` at {fmt(sidecar)} ms ({fmt(sidecar - imported)} ms after the imports), "
         f"the list painted at {fmt(painted)} ms ({fmt(painted - page)} ms of page load and "
-        f"`session/list`), the bare window's at {fmt(floor)} ms; {waits}."
+        f"`session/list`), the bare window's at {fmt(floor)} ms; {waits}. The page's "
+        f"`session/list` is answered only once the sidecar's heavy half has loaded (it needs "
+        f"the manager; scenario 5 has the profile). What would close it: the light half "
+        f"answering `session/list` from the store it has already opened, and the page's "
+        f"scripts and styles in one document."
     )
