@@ -210,34 +210,61 @@ _BASE16: tuple[tuple[int, int, int], ...] = (
 )
 
 
+def _byte(value: int | None) -> bool:
+    return value is not None and 0 <= value <= 255
+
+
+def _rgb(values: list[int | None]) -> Colour | None:
+    """Three colour bytes as a truecolour value, or None if any is missing or out of range."""
+    if len(values) >= 3 and all(_byte(v) for v in values[:3]):
+        return (int(values[0] or 0), int(values[1] or 0), int(values[2] or 0))
+    return None
+
+
 def _extended_colour(params: list[list[int | None]], i: int) -> tuple[Colour | None, int]:
     """Parse 38/48 at params[i]; returns (colour or None, index of the next param).
     Handles both `38;5;n` / `38;2;r;g;b` and the colon forms `38:5:n` / `38:2::r:g:b`."""
     head = params[i]
     if len(head) > 1:  # colon form, all in one param
         sub = head[1:]
-        if sub and sub[0] == 5 and len(sub) >= 2:
-            n = sub[1]
-            return (n if n is not None and 0 <= n <= 255 else None), i + 1
-        if sub and sub[0] == 2:
+        if sub[0] == 5 and len(sub) >= 2:
+            return (sub[1] if _byte(sub[1]) else None), i + 1
+        if sub[0] == 2:
             rgb = sub[1:]
             if len(rgb) >= 4:  # with the colour-space id: 2::r:g:b or 2:cs:r:g:b
                 rgb = rgb[1:]
-            if len(rgb) >= 3 and all(v is not None and 0 <= v <= 255 for v in rgb[:3]):
-                r, g, b = (int(v or 0) for v in rgb[:3])
-                return (r, g, b), i + 1
+            return _rgb(rgb), i + 1
         return None, i + 1
     kind = params[i + 1][0] if i + 1 < len(params) else None
     if kind == 5:
         n = params[i + 2][0] if i + 2 < len(params) else None
-        return (n if n is not None and 0 <= n <= 255 else None), i + 3
+        return (n if _byte(n) else None), i + 3
     if kind == 2:
-        vals = [params[j][0] if j < len(params) else None for j in range(i + 2, i + 5)]
-        if all(v is not None and 0 <= v <= 255 for v in vals):
-            r, g, b = (int(v or 0) for v in vals)
-            return (r, g, b), i + 5
-        return None, i + 5
+        return _rgb([params[j][0] if j < len(params) else None for j in range(i + 2, i + 5)]), i + 5
     return None, i + 2
+
+
+# SGR codes that set or clear attributes: the fields each one sets.
+_ATTRIBUTE_CODES: dict[int, dict[str, bool]] = {
+    1: {"bold": True},
+    2: {"dim": True},
+    3: {"italic": True},
+    7: {"inverse": True},
+    9: {"strike": True},
+    21: {"underline": True},
+    22: {"bold": False, "dim": False},
+    23: {"italic": False},
+    24: {"underline": False},
+    27: {"inverse": False},
+    29: {"strike": False},
+}
+# Colour ranges: (first code, last code, field, the first code's colour number).
+_COLOUR_RANGES: tuple[tuple[int, int, str, int], ...] = (
+    (30, 37, "fg", 0),
+    (40, 47, "bg", 0),
+    (90, 97, "fg", 8),
+    (100, 107, "bg", 8),
+)
 
 
 def apply_sgr(style: Style, params_text: str) -> Style:
@@ -250,49 +277,24 @@ def apply_sgr(style: Style, params_text: str) -> Style:
         code = params[i][0]
         if code is None or code == 0:
             style = _PLAIN
-        elif code == 1:
-            style = replace(style, bold=True)
-        elif code == 2:
-            style = replace(style, dim=True)
-        elif code == 3:
-            style = replace(style, italic=True)
+        elif code in _ATTRIBUTE_CODES:
+            style = replace(style, **_ATTRIBUTE_CODES[code])
         elif code == 4:
             sub = params[i][1] if len(params[i]) > 1 else None
             style = replace(style, underline=sub != 0)
-        elif code == 21:
-            style = replace(style, underline=True)
-        elif code == 7:
-            style = replace(style, inverse=True)
-        elif code == 9:
-            style = replace(style, strike=True)
-        elif code == 22:
-            style = replace(style, bold=False, dim=False)
-        elif code == 23:
-            style = replace(style, italic=False)
-        elif code == 24:
-            style = replace(style, underline=False)
-        elif code == 27:
-            style = replace(style, inverse=False)
-        elif code == 29:
-            style = replace(style, strike=False)
-        elif 30 <= code <= 37:
-            style = replace(style, fg=code - 30)
-        elif 40 <= code <= 47:
-            style = replace(style, bg=code - 40)
-        elif 90 <= code <= 97:
-            style = replace(style, fg=code - 90 + 8)
-        elif 100 <= code <= 107:
-            style = replace(style, bg=code - 100 + 8)
-        elif code == 39:
-            style = replace(style, fg=None)
-        elif code == 49:
-            style = replace(style, bg=None)
+        elif code in (39, 49):
+            style = replace(style, **{"fg" if code == 39 else "bg": None})
         elif code in (38, 48):
             colour, nxt = _extended_colour(params, i)
             if colour is not None:
-                style = replace(style, fg=colour) if code == 38 else replace(style, bg=colour)
+                style = replace(style, **{"fg" if code == 38 else "bg": colour})
             i = nxt
             continue
+        else:
+            for first, last, field, base in _COLOUR_RANGES:
+                if first <= code <= last:
+                    style = replace(style, **{field: code - first + base})
+                    break
         i += 1
     return style
 
