@@ -99,7 +99,7 @@ def measure(work: Path, n: int) -> list[Piece]:
     pieces: list[Piece] = [
         ("JSON parse + serialize (what the floor does)", _p50(lambda: json.dumps(json.loads(request) and reply), n)),
         ("request model (StatusParams.model_validate)", _p50(lambda: StatusParams.model_validate(params), n)),
-        ("store read (SqliteSessionStore.get)", _p50(lambda: store.get(record.session_id), n)),
+        ("store read (SqliteSessionStore.get, through a blocking adapter's loop)", _p50(lambda: store.get(record.session_id), n)),
         ("summary (wire.summary: a plain dict, ISO times)", _p50(lambda: build_summary(record, live=True, url="http://127.0.0.1:1", token="t"), n)),
         ("direct dispatch around a no-op handler (parse, route, reply, encode)", asyncio.run(_ap50(direct, n))),
         ("jsonrpcserver's whole pipeline around it (batches and errors only)", asyncio.run(_ap50(dispatch, n))),

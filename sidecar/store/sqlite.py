@@ -225,7 +225,6 @@ class SqliteSessionStore:
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
-        self._recent.clear()
         try:
             with self._boundary("write"), self._atomic():
                 yield
