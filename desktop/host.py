@@ -42,6 +42,8 @@ HostListener = Callable[[str, dict[str, Any]], None]
 OPENING_METHODS = frozenset(
     {Method.SESSION_NEW, Method.SESSION_LOAD, Method.SESSION_RESUME, Method.SESSION_FORK}
 )
+# After these the session has no runtime, so no config options to offer.
+ENDING_METHODS = frozenset({Method.SESSION_CLOSE, Method.SESSION_DELETE})
 QUICK_DEATH_SECONDS = 3.0
 MAX_QUICK_DEATHS = 5
 
@@ -105,8 +107,12 @@ class SidecarHost:
         ):
             self.config_options[session_id] = update["configOptions"]
 
-    def _observe_opened(self, method: str, params: dict[str, Any] | None, result: Any) -> None:
-        """Keep the config options a result that opens a session carries."""
+    def _observe_result(self, method: str, params: dict[str, Any] | None, result: Any) -> None:
+        """Keep the config options a result that opens a session carries; forget them when
+        it is closed or deleted (so the cache holds live sessions only)."""
+        if method in ENDING_METHODS and isinstance((params or {}).get("sessionId"), str):
+            self.config_options.pop((params or {})["sessionId"], None)
+            return
         if not isinstance(result, dict) or not isinstance(result.get("configOptions"), list):
             return
         session_id = result.get("sessionId") or (params or {}).get("sessionId")
@@ -208,7 +214,7 @@ class SidecarHost:
         await asyncio.wait_for(self._ready.wait(), timeout)
         assert self.client is not None
         result = await self.client.request(method, params)
-        self._observe_opened(method, params, result)
+        self._observe_result(method, params, result)
         return result
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:

@@ -481,10 +481,13 @@ def lifecycle(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.click("close-session")
     page.wait_item(sid, "closed", 1)
     seen["closed"] = page.snapshot(sid)
+    options = page.app.host.config_options  # the host's copy of each live session's options
+    seen["options_kept"] = {"closed": sid in options}
     page.click("resume-session")
     page.wait_item(sid, "idle", 2)
     page.wait(f"{page.el('session-endpoint')}.innerText.startsWith('http://')", "the new endpoint")
     seen["resumed"] = page.snapshot(sid)
+    seen["options_kept"]["resumed"] = sid in options
     page.send("second message")
     page.wait_text("transcript", "Echo: second message")
     page.send("/sleep 30 stop me")
@@ -508,6 +511,7 @@ def lifecycle(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.wait(f"!{page.item_el(sid)}", "the item to go")
     listed = page.host(Method.SESSION_LIST, {})["sessions"]
     seen["listed_after_delete"] = [s["sessionId"] for s in listed]
+    seen["options_kept"]["deleted"] = sid in options
     shortcut = "new KeyboardEvent('keydown', {key: 'R', code: 'KeyR', ctrlKey: true, shiftKey: true, bubbles: true})"
     seen["shortcut_rebuild_seconds"] = page.rebuild(f"document.dispatchEvent({shortcut})")
     seen["ids_after_rebuild"] = page.session_ids()
@@ -1608,6 +1612,84 @@ def scroll(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.wait(f"{box}.scrollHeight > {box}.clientHeight + 400", "the transcript again")
     page.wait(f"{box}.scrollTop > 0", "the scroll position")
     return {"before": before, "after": page.js(f"{box}.scrollTop")}
+
+
+# Answers the page gets late: a busy bridge, a slow machine.
+SLOW_PAGE_SECONDS = 4.0
+
+# Each session's first transcript page (offset null) and every session list are answered
+# by the host at once and handed to the page late. `__answered` lists what the host has
+# answered (a session id, or "list"), so what is done next is newer than that answer;
+# `__delivered` what the page has been handed.
+SLOW_ANSWERS = """
+const api = window.pywebview.api;
+window.__answered = []; window.__delivered = [];
+const late = (name, key) => {
+  const real = api[name];
+  api[name] = (...a) => real(...a).then((v) => {
+    const what = key(a);
+    if (what === null) return v;
+    window.__answered.push(what);
+    return new Promise((done) => setTimeout(() => { window.__delivered.push(what); done(v); }, LATE));
+  });
+};
+late("messages", (a) => (a[1] === null ? a[0] : null));
+late("list_sessions", () => "list");
+"""
+
+
+@scenario
+def slow_page(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """Answers that come late miss nothing that happened after they were given: a whole
+    turn's reply and an approval card (which keeps the focus) while the transcript page
+    is on its way; a turn's failure while the session list is."""
+    (Path(args.workspace) / "poem.txt").write_text("one\n")
+    page.ready()
+    page.js(SLOW_ANSWERS.replace("LATE", str(int(SLOW_PAGE_SECONDS * 1000))))
+    users = "document.querySelectorAll('.stored .msg.user').length"
+    lives = "document.querySelectorAll('.live > *').length"
+
+    def count(what: str, key: str) -> int:
+        return int(page.js(f"window.__{what}.filter((x) => x === '{key}').length"))
+
+    def wait_count(what: str, key: str, at_least: int) -> None:
+        seen = f"window.__{what}.filter((x) => x === '{key}').length"
+        page.wait(f"{seen} >= {at_least}", f"{key} {what} {at_least} times")
+
+    sid = page.create_session(args.workspace, "Slow")
+    wait_count("answered", sid, 1)
+    page.send("hello")  # a turn newer than the page on its way
+    page.wait_item(sid, "idle")
+    page.wait_text("transcript", "Echo: hello", WAIT + SLOW_PAGE_SECONDS)
+    page.wait(f"{users} === 1 && {lives} === 0", "the stored turn alone")
+    seen: dict[str, Any] = {"reply": page.text("transcript")}
+    other = page.create_session(args.workspace, "Slow approval")
+    wait_count("answered", other, 1)
+    page.send('/edit poem.txt one "ONE"')
+    card = page.el("approval-card")
+    page.wait(f"!!{card}", "the approval card")
+    wait_count("delivered", other, 1)
+    time.sleep(0.5)  # what the page does once its transcript is drawn
+    call_id = page.js(f"{card}.dataset.toolCallId")
+    seen["card_focused"] = page.js(f"document.activeElement === {card}")
+    seen["cards_for_the_call"] = page.js(
+        f"document.querySelectorAll('.tool[data-tool-call-id=\"{call_id}\"]').length"
+    )
+    page.click("approve-allow_once")
+    page.wait_item(other, "idle")
+    seen["poem"] = (Path(args.workspace) / "poem.txt").read_text()
+    # A reload of the list (as after a restart) is on its way when the turn fails.
+    lists = count("answered", "list")
+    page.app.push_bridge_event(
+        "auto_resumed", {"resumed": [], "failed": [], "interrupted": [], "why": "start"}
+    )
+    wait_count("answered", "list", lists + 1)
+    page.send("/fail boom")
+    page.wait_item(other, "error")
+    wait_count("delivered", "list", lists + 1)
+    time.sleep(0.5)
+    seen["status_after_the_late_list"] = page.text("session-status", other)
+    return seen
 
 
 def main() -> int:

@@ -297,6 +297,8 @@ def test_close_resume_and_delete_from_the_page(tmp_path: Path) -> None:
     assert "Echo: first message" in r["transcript"] and "Echo: second message" in r["transcript"]
     assert r["confirm_shown"] and r["kept_after_cancel"]
     assert sid not in r["listed_after_delete"]
+    # The host keeps config options for live sessions only.
+    assert r["options_kept"] == {"closed": False, "resumed": True, "deleted": False}
     assert r["ids_after_rebuild"] == []  # the shortcut's fresh page agrees with the sidecar
 
 
@@ -707,3 +709,16 @@ def test_the_bridge_says_one_clear_thing_about_a_folder(tmp_path: Path) -> None:
 def test_the_scroll_position_comes_back_after_rebuild(tmp_path: Path) -> None:
     r = run_driver("scroll", tmp_path)
     assert r["before"] == 300 and abs(r["after"] - r["before"]) <= 1
+
+
+@window_only
+def test_answers_that_come_late_miss_nothing_that_happened_meanwhile(tmp_path: Path) -> None:
+    r = run_driver("slow_page", tmp_path)
+    # The turn ended while the page loaded: its reply is there, once (stored, not live).
+    assert "hello" in r["reply"] and "Echo: hello" in r["reply"]
+    # The approval drawn meanwhile stays, with the focus, and its call is drawn once.
+    assert r["card_focused"] is True
+    assert r["cards_for_the_call"] == 1
+    assert r["poem"] == "ONE\n"
+    # A session list answered before the turn failed does not undo the failure.
+    assert r["status_after_the_late_list"] == "error"

@@ -16,8 +16,11 @@
   const state = {
     info: null,
     sessions: new Map(), // sessionId -> summary, in list order (newest first)
+    learnt: 0, // counts what the page learnt about sessions (a summary, a deletion)
+    learntAt: new Map(), // sessionId -> `learnt` when its summary came or it was deleted
+    deleted: new Set(), // sessions deleted from this page (a list asked before says not)
     selected: null,
-    transcript: null, // {sessionId, messages, offset, end, tail: Promise}
+    transcript: null, // {sessionId, messages, offset, end, loaded, tail: Promise}
     started: false,
     booting: true, // pushes are queued until the first full load is done
     queued: [],
@@ -583,6 +586,7 @@
     const known = state.sessions.get(summary.sessionId);
     const fresh = { ...(known || {}), ...summary };
     state.sessions.set(summary.sessionId, fresh);
+    state.learntAt.set(summary.sessionId, ++state.learnt);
     if (!patchItem(fresh, known)) renderSidebar();
     if (summary.sessionId === state.selected) renderDetails();
   }
@@ -873,6 +877,7 @@
     const fromBottom = box.scrollHeight - box.scrollTop;
     const confirming = Boolean(document.activeElement.closest("[data-testid=rewind-confirm]"));
     $(".stored", box).replaceChildren(...messageNodes(t.messages));
+    dropStoredTwins();
     turns.fillSlots($(".stored", box));
     turns.placeConfirm(confirming); // a rewind's confirmation, drawn again, keeps its focus
     byId("load-older").hidden = t.offset === 0;
@@ -880,26 +885,50 @@
     box.scrollTop = keepScroll ? box.scrollHeight - fromBottom : box.scrollHeight;
   }
 
+  // The transcript shown is one page of the store plus, below it, what arrived live since
+  // the page was asked for. The live part is cleared before asking (not after), and a turn
+  // that ends while the page loads queues its tail fetch behind the load (`t.tail`), so a
+  // message stored meanwhile is never dropped and an approval card drawn meanwhile stays.
   async function loadTranscript(sessionId) {
-    const page = await call("messages", sessionId, null, PAGE);
-    if (!page || state.selected !== sessionId) return;
-    state.transcript = {
+    const t = {
       sessionId,
-      messages: page.messages,
-      offset: page.offset,
-      end: page.offset + page.messages.length,
-      tail: Promise.resolve(),
+      messages: [],
+      offset: 0,
+      end: 0,
+      loaded: false,
       changes: new Map(), // turn -> {turn, files, total}: what it changed
       diffs: new Map(), // turn -> {byPath, truncated}: its diff, once asked for
       asked: new Set(), // turns whose changes were asked for
       openFiles: new Set(), // "turn\npath" of the file diffs shown
       fetches: Promise.resolve(),
     };
+    state.transcript = t;
+    state.orphans = [];
     $(".live").replaceChildren();
+    renderPermissions();
+    t.tail = call("messages", sessionId, null, PAGE).then((page) => {
+      if (state.transcript !== t) return;
+      if (!page) {
+        state.transcript = null; // nothing to append to; the error is shown
+        return;
+      }
+      Object.assign(t, { messages: page.messages, offset: page.offset, end: page.offset + page.messages.length, loaded: true });
+    });
+    await t.tail;
+    if (!t.loaded || state.transcript !== t) return;
     renderTranscript(false);
     const want = state.scroll[sessionId];
     if (typeof want === "number" && want >= 0) byId("transcript").scrollTop = want;
     await restoreLive(sessionId);
+  }
+
+  // A call drawn live (its diff numbered, its output streaming) may be in the stored page
+  // too while its turn runs: the live card stays, the stored copy goes.
+  function dropStoredTwins() {
+    for (const card of document.querySelectorAll(".live .tool[data-tool-call-id]")) {
+      const twin = $(`.stored .tool[data-tool-call-id="${CSS.escape(card.dataset.toolCallId)}"]`);
+      if (twin) twin.remove();
+    }
   }
 
   // Streamed agent text is drawn as Markdown too, a few times a second (rendered by the
@@ -1205,7 +1234,11 @@
 
   async function onState(p) {
     const s = state.sessions.get(p.sessionId);
-    if (!s) return refreshList(); // created elsewhere (another page, another client)
+    if (!s) {
+      // Created elsewhere (another page, another client): the notification is its summary.
+      if (!p.archived && !state.deleted.has(p.sessionId)) updateSession(p);
+      return;
+    }
     const wasRunning = s.status === "running";
     // A settled approval may have added a rule ("always"): the details show the rules.
     if (s.awaitingPermission && !p.awaitingPermission && p.sessionId === state.selected) loadRules(p.sessionId);
@@ -1290,11 +1323,17 @@
 
   // ---- loading and actions -----------------------------------------------------------
 
+  // The list answers as of when it was asked: a summary (or a deletion) the page learnt
+  // while it was on its way is newer, and stays.
   async function refreshList() {
+    const asked = state.learnt;
     const list = await call("list_sessions");
     if (!list) return;
-    state.sessions = new Map(list.map((s) => [s.sessionId, s]));
-    for (const s of list) {
+    const newer = (id) => (state.learntAt.get(id) || 0) > asked;
+    const kept = [...state.sessions.values()].filter((s) => newer(s.sessionId));
+    state.sessions = new Map(list.filter((s) => !newer(s.sessionId)).map((s) => [s.sessionId, s]));
+    for (const s of kept) state.sessions.set(s.sessionId, s);
+    for (const s of state.sessions.values()) {
       if (s.status === "running" && !state.turnStarted.has(s.sessionId)) state.turnStarted.set(s.sessionId, Date.parse(s.updatedAt) || Date.now());
       else if (s.status !== "running") state.turnStarted.delete(s.sessionId);
     }
@@ -1329,11 +1368,9 @@
     turns.reset();
     byId("confirm-delete-box").hidden = true;
     $(".stored").replaceChildren();
-    $(".live").replaceChildren();
     renderSidebar();
     renderDetails();
     await loadTranscript(sessionId);
-    renderPermissions();
     loadRules(sessionId);
   }
 
@@ -1371,7 +1408,8 @@
     f.mcpSave.checked = false;
     updateSession(summary);
     await select(summary.sessionId);
-    byId("prompt-input").focus();
+    // To the text box, unless an approval that came while the transcript loaded has it.
+    if (!document.activeElement.closest("[data-testid=approval-card]")) byId("prompt-input").focus();
   }
 
   async function send(event) {
@@ -1544,6 +1582,8 @@
     }
     if (!(await call("delete", sessionId))) return;
     state.sessions.delete(sessionId);
+    state.deleted.add(sessionId);
+    state.learntAt.set(sessionId, ++state.learnt);
     state.selected = null;
     state.transcript = null;
     renderSidebar();
