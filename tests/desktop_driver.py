@@ -1689,6 +1689,30 @@ def slow_page(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     wait_count("delivered", "list", lists + 1)
     time.sleep(0.5)
     seen["status_after_the_late_list"] = page.text("session-status", other)
+    # A transcript scrolled up to read is where it was when the user comes back, though
+    # its page is slow (the page remembers views while it waits: not the empty one).
+    long = page.host(Method.SESSION_NEW, {"cwd": args.workspace, "_meta": {"title": "Long"}})
+    long_id = long["sessionId"]
+    for i in range(20):
+        prompt = [{"type": "text", "text": f"message {i}"}]
+        page.host(Method.SESSION_PROMPT, {"sessionId": long_id, "prompt": prompt})
+    box = page.el("transcript")
+    page.select(long_id)
+    wait_count("delivered", long_id, 1)
+    page.wait(f"{box}.scrollHeight > {box}.clientHeight + 400", "a long transcript")
+    page.js(f"{box}.scrollTop = 300; {box}.dispatchEvent(new Event('scroll'))")
+    page.select(other)
+    wait_count("delivered", other, 2)
+    page.select(long_id)
+    wait_count("delivered", long_id, 2)
+    time.sleep(0.5)
+    seen["scroll_back"] = page.js(f"{box}.scrollTop")
+    # A turn another client runs meanwhile is appended below, and the reader stays put.
+    prompt = [{"type": "text", "text": "one more"}]
+    page.host(Method.SESSION_PROMPT, {"sessionId": long_id, "prompt": prompt})
+    page.wait_text("transcript", "Echo: one more")
+    time.sleep(0.5)
+    seen["scroll_after_a_turn"] = page.js(f"{box}.scrollTop")
     return seen
 
 

@@ -722,3 +722,6 @@ def test_answers_that_come_late_miss_nothing_that_happened_meanwhile(tmp_path: P
     assert r["poem"] == "ONE\n"
     # A session list answered before the turn failed does not undo the failure.
     assert r["status_after_the_late_list"] == "error"
+    # Coming back to a transcript read halfway: it is where it was, its page slow or not.
+    assert abs(r["scroll_back"] - 300) <= 1
+    assert abs(r["scroll_after_a_turn"] - 300) <= 1

@@ -996,19 +996,28 @@
   }
 
   // After a turn: fetch what the store now holds past what we show; drop the live copy.
+  // Nothing new and nothing live: nothing to redraw. A reader scrolled up stays put.
   function refetchTail() {
     const t = state.transcript;
     if (!t) return;
     t.tail = t.tail.then(async () => {
+      let added = 0;
       for (;;) {
         const page = await quietCall("messages", t.sessionId, t.end, TAIL);
         if (!page || state.transcript !== t) return;
         t.messages = t.messages.concat(page.messages);
         t.end += page.messages.length;
+        added += page.messages.length;
         if (page.messages.length < TAIL) break;
       }
-      $(".live").replaceChildren();
+      const live = $(".live");
+      if (!added && !live.childElementCount) return;
+      const box = byId("transcript");
+      const top = box.scrollTop;
+      const atBottom = box.scrollHeight - top - box.clientHeight < 80;
+      live.replaceChildren();
       renderTranscript(false);
+      if (!atBottom) box.scrollTop = top;
     });
   }
 
@@ -1471,7 +1480,8 @@
   // The view a rebuilt page restores: selection, each transcript's scroll, the focus.
   function viewMemory() {
     const box = byId("transcript");
-    if (state.selected && state.transcript) {
+    if (state.selected && state.transcript && state.transcript.loaded) {
+      // (a transcript still loading has no scroll position of its own to remember)
       const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
       state.scroll[state.selected] = atBottom ? -1 : box.scrollTop;
     }
@@ -1543,7 +1553,7 @@
     const sessionId = state.selected;
     if (!sessionId) return;
     let text = state.lastPrompt.get(sessionId);
-    if (!text && state.transcript) {
+    if (!text && state.transcript && state.transcript.loaded) {
       const users = state.transcript.messages.filter((m) => m.type === "user");
       text = users.length ? users[users.length - 1].text : "";
     }
