@@ -109,9 +109,11 @@ async def test_a_locked_session_delays_no_other_request_and_times_out_clearly(
                 error = timed_out.value
                 assert error.code == ErrorCode.STORE_ERROR
                 assert f"127.0.0.1:{pg_server.port}/{pg_database}" in error.message
-                # Usually the row lock's own timeout; but a waiter queued behind another
-                # waiter (the lease renewal touches this row too) waits twice, and then the
-                # statement's timeout (2x) comes first. Either way the cause is named.
+                # Usually the row lock's own timeout; but the second of the two waiters on
+                # this row waits twice (for the first waiter's tuple lock, then for the
+                # holder), each wait with its own lock timeout, and then the statement's
+                # (2x) may come first. Either way the cause is named. (The lease renewal
+                # skips a locked row: SKIP LOCKED, the row still counted as held.)
                 assert (
                     "locked by another connection" in error.message
                     or "took longer than 8 s (statement_timeout)" in error.message
