@@ -110,12 +110,14 @@ class SidecarHost:
     def _observe_result(self, method: str, params: dict[str, Any] | None, result: Any) -> None:
         """Keep the config options a result that opens a session carries; forget them when
         it is closed or deleted (so the cache holds live sessions only)."""
-        if method in ENDING_METHODS and isinstance((params or {}).get("sessionId"), str):
-            self.config_options.pop((params or {})["sessionId"], None)
+        asked_about = (params or {}).get("sessionId")
+        if method in ENDING_METHODS:
+            if isinstance(asked_about, str):
+                self.config_options.pop(asked_about, None)
             return
         if not isinstance(result, dict) or not isinstance(result.get("configOptions"), list):
             return
-        session_id = result.get("sessionId") or (params or {}).get("sessionId")
+        session_id = result.get("sessionId") or asked_about
         if method in OPENING_METHODS and isinstance(session_id, str):
             self.config_options[session_id] = result["configOptions"]
 

@@ -192,6 +192,18 @@ class Page:
     def host(self, method: str, params: dict[str, Any]) -> Any:
         return self.app.host_thread.call(self.app.host.request(method, params), WAIT)
 
+    def prompt_elsewhere(self, session_id: str, text: str) -> Any:
+        """A turn another client of the same sidecar runs (not this page); waits for it."""
+        prompt = [{"type": "text", "text": text}]
+        return self.host(Method.SESSION_PROMPT, {"sessionId": session_id, "prompt": prompt})
+
+    def long_session(self, cwd: str, title: str, turns: int) -> str:
+        """A session another client made, with `turns` turns ("message i" each)."""
+        created = self.host(Method.SESSION_NEW, {"cwd": cwd, "_meta": {"title": title}})
+        for i in range(turns):
+            self.prompt_elsewhere(created["sessionId"], f"message {i}")
+        return str(created["sessionId"])
+
     def diff_rows(self, root: str) -> list[str]:
         """The diff rows under `root` (a JS expression) as "kind|old line|new line|text"."""
         script = (
@@ -308,11 +320,7 @@ def prompt(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.js(f"{page.el('error-banner')}.querySelector('.banner-close').click()")
 
     # Paging: a long session made by another client of the same sidecar.
-    other = page.host(Method.SESSION_NEW, {"cwd": args.workspace, "_meta": {"title": "Long one"}})
-    long_id = other["sessionId"]
-    for i in range(30):
-        prompt = [{"type": "text", "text": f"message {i}"}]
-        page.host(Method.SESSION_PROMPT, {"sessionId": long_id, "prompt": prompt})
+    long_id = page.long_session(args.workspace, "Long one", 30)
     page.select(long_id)
     count = "document.querySelectorAll('.stored .msg').length"
     page.wait(f"{count} === 50", "the newest page")
@@ -1596,11 +1604,7 @@ def provider_problem(page: Page, args: argparse.Namespace) -> dict[str, Any]:
 def scroll(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     """A transcript scrolled up to read stays where it was across Rebuild UI."""
     page.ready()
-    other = page.host(Method.SESSION_NEW, {"cwd": args.workspace, "_meta": {"title": "Long"}})
-    sid = other["sessionId"]
-    for i in range(20):
-        prompt = [{"type": "text", "text": f"message {i}"}]
-        page.host(Method.SESSION_PROMPT, {"sessionId": sid, "prompt": prompt})
+    sid = page.long_session(args.workspace, "Long", 20)
     page.select(sid)
     box = page.el("transcript")
     page.wait(f"{box}.scrollHeight > {box}.clientHeight + 400", "a long transcript")
@@ -1691,11 +1695,7 @@ def slow_page(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     seen["status_after_the_late_list"] = page.text("session-status", other)
     # A transcript scrolled up to read is where it was when the user comes back, though
     # its page is slow (the page remembers views while it waits: not the empty one).
-    long = page.host(Method.SESSION_NEW, {"cwd": args.workspace, "_meta": {"title": "Long"}})
-    long_id = long["sessionId"]
-    for i in range(20):
-        prompt = [{"type": "text", "text": f"message {i}"}]
-        page.host(Method.SESSION_PROMPT, {"sessionId": long_id, "prompt": prompt})
+    long_id = page.long_session(args.workspace, "Long", 20)
     box = page.el("transcript")
     page.select(long_id)
     wait_count("delivered", long_id, 1)
@@ -1708,8 +1708,7 @@ def slow_page(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     time.sleep(0.5)
     seen["scroll_back"] = page.js(f"{box}.scrollTop")
     # A turn another client runs meanwhile is appended below, and the reader stays put.
-    prompt = [{"type": "text", "text": "one more"}]
-    page.host(Method.SESSION_PROMPT, {"sessionId": long_id, "prompt": prompt})
+    page.prompt_elsewhere(long_id, "one more")
     page.wait_text("transcript", "Echo: one more")
     time.sleep(0.5)
     seen["scroll_after_a_turn"] = page.js(f"{box}.scrollTop")

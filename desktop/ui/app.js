@@ -16,9 +16,9 @@
   const state = {
     info: null,
     sessions: new Map(), // sessionId -> summary, in list order (newest first)
-    learnt: 0, // counts what the page learnt about sessions (a summary, a deletion)
-    learntAt: new Map(), // sessionId -> `learnt` when its summary came or it was deleted
-    deleted: new Set(), // sessions deleted from this page (a list asked before says not)
+    learnt: 0, // counts the session summaries the page has learnt
+    learntAt: new Map(), // sessionId -> `learnt` when its latest summary came
+    deleted: new Set(), // sessions deleted from this page (for good: ids are never reused)
     selected: null,
     transcript: null, // {sessionId, messages, offset, end, loaded, tail: Promise}
     started: false,
@@ -1332,15 +1332,16 @@
 
   // ---- loading and actions -----------------------------------------------------------
 
-  // The list answers as of when it was asked: a summary (or a deletion) the page learnt
-  // while it was on its way is newer, and stays.
+  // The list answers as of when it was asked: a summary the page learnt while it was on
+  // its way is newer, and stays; a session deleted meanwhile stays gone.
   async function refreshList() {
     const asked = state.learnt;
     const list = await call("list_sessions");
     if (!list) return;
     const newer = (id) => (state.learntAt.get(id) || 0) > asked;
     const kept = [...state.sessions.values()].filter((s) => newer(s.sessionId));
-    state.sessions = new Map(list.filter((s) => !newer(s.sessionId)).map((s) => [s.sessionId, s]));
+    const listed = list.filter((s) => !newer(s.sessionId) && !state.deleted.has(s.sessionId));
+    state.sessions = new Map(listed.map((s) => [s.sessionId, s]));
     for (const s of kept) state.sessions.set(s.sessionId, s);
     for (const s of state.sessions.values()) {
       if (s.status === "running" && !state.turnStarted.has(s.sessionId)) state.turnStarted.set(s.sessionId, Date.parse(s.updatedAt) || Date.now());
@@ -1593,7 +1594,6 @@
     if (!(await call("delete", sessionId))) return;
     state.sessions.delete(sessionId);
     state.deleted.add(sessionId);
-    state.learntAt.set(sessionId, ++state.learnt);
     state.selected = null;
     state.transcript = null;
     renderSidebar();
