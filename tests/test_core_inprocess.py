@@ -345,3 +345,33 @@ async def test_usage_titles_and_turn_numbers(core: Core, tmp_path: Path) -> None
     assert any(isinstance(e.body, UsageUpdated) for e in core.events)
     users = [e for e in await core.entries(sid) if isinstance(e, UserEntry)]
     assert [u.turn for u in users] == [1, 2]
+
+
+class BrokenProvider(ScriptedProvider):
+    """A provider with a bug: its exception text holds what no client may see."""
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_text: TextCallback,
+        on_thought: TextCallback | None = None,
+    ) -> ProviderReply:
+        raise RuntimeError("token=hunter2-secret at /srv/private/state.json")
+
+
+async def test_an_internal_failure_tells_clients_nothing_of_the_exception(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    core = Core(make_provider=lambda record: BrokenProvider("stop"))
+    try:
+        sid = await core.new(tmp_path)
+        with pytest.raises(RuntimeError):
+            await core.manager.prompt(sid, "go", Origin.ACP)
+        record = await core.store.get(sid)
+        assert record.status is Status.ERROR
+        assert record.last_error is not None and "internal error" in record.last_error
+        assert "hunter2" not in record.last_error and "/srv/private" not in record.last_error
+        assert "hunter2" in caplog.text  # the log keeps it, for whoever runs the sidecar
+    finally:
+        await core.manager.shutdown()

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from protocol.values import Mode, RewindScope, Sandbox, Status, StopReason
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
@@ -54,6 +54,11 @@ from sidecar.store.base import RecordChanges
 
 if TYPE_CHECKING:
     from sidecar.core.runtime import SessionRuntime
+
+# What a client is told of a turn that failed on a bug of ours.
+INTERNAL_FAILURE: Final = (
+    "the turn stopped on an internal error of the sidecar; its log has the details"
+)
 
 log = logging.getLogger(__name__)
 
@@ -243,9 +248,11 @@ class TurnRunner:
                 self._runtime.generation,
             )
             raise
-        except Exception as exc:
+        except Exception:
+            # Every client reads lastError: it names no internal text (paths, values,
+            # a library's message); the log, for whoever runs the sidecar, has it all.
             log.exception("session %s: turn failed", self._runtime.session_id)
-            await self._end(Status.ERROR, last_error=f"internal error: {exc}")
+            await self._end(Status.ERROR, last_error=INTERNAL_FAILURE)
             raise
         await self._end(Status.IDLE)
         stop = result.stop_reason if isinstance(result, TurnOutcome) else StopReason.END_TURN
