@@ -110,6 +110,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from protocol.values import Sandbox
+from sidecar.agent import sandbox_diagnosis
 
 PROBE_TIMEOUT = 10.0  # seconds the self-test may take
 
@@ -194,15 +195,9 @@ def wrap(argv: Sequence[str], *, mode: SandboxMode, cwd: str, bwrap: str = "bwra
     return [*_IGNORE_IN_BWRAP, bwrap, *args, *_RESTORE_IN_COMMAND, *argv]
 
 
-# bwrap's own words for the usual failures (0.8.0), and what to do about each.
+# bwrap's own words for the usual failures (0.8.0), and what to do about each; a failure
+# to create namespaces is judged by `sandbox_diagnosis` (which setting forbids it).
 _HINTS = (
-    (
-        ("namespace", "uid map", "gid map"),
-        "the kernel refused to create namespaces: allow unprivileged user namespaces "
-        "(Debian: sysctl kernel.unprivileged_userns_clone=1; Ubuntu 24.04+: an AppArmor "
-        "profile for bwrap, or sysctl kernel.apparmor_restrict_unprivileged_userns=0), "
-        "or, in a container, allow nested namespaces",
-    ),
     (
         ("can't mount", "failed to make", "mount"),
         "mounting inside the sandbox was refused, typically by a container runtime: run "
@@ -221,10 +216,13 @@ _HINTS = (
 )
 
 
-def _failure_reason(path: str, returncode: int, stderr: str) -> str:
+def _failure_reason(
+    path: str, returncode: int, stderr: str, facts: sandbox_diagnosis.HostFacts | None = None
+) -> str:
+    """`facts`: the host's user namespace settings (None: read them now)."""
     text = " ".join(stderr.split())[-400:] or "no error output"
     lowered = text.lower()
-    hint = next(
+    hint = sandbox_diagnosis.diagnose(text, facts or sandbox_diagnosis.read_facts()) or next(
         (hint for needles, hint in _HINTS if any(needle in lowered for needle in needles)),
         "fix the error above, or install a working bubblewrap (Debian package bubblewrap)",
     )
