@@ -11,12 +11,23 @@ Modes (`SandboxMode`):
 - WORKSPACE: the same, but the session cwd writable and the host's network and /run.
 - OFF: filesystem and network as the user has them; still its own PID namespace.
 
-The argv `wrap` builds, for `bash -c CMD` in READ_ONLY with cwd /w::
+In every mode the kernel's writable interfaces (/proc/sys, /proc/sysrq-trigger,
+/proc/irq, /proc/bus, /proc/fs, and all of /sys) are read-only, /proc/kcore, /proc/keys,
+/proc/timer_list, /proc/sched_debug, /proc/latency_stats, /proc/acpi, /proc/scsi and
+/sys/firmware are masked (those the kernel has), and the directories the caller names in
+`hide` (the sidecar's data and config dirs: its store, checkpoints, output spools, every
+session's transcript and MCP secrets) are empty read-only tmpfs mounts; a cwd inside one
+is bound again over it, one that holds one keeps the rest of its files visible.
+
+The argv `wrap` builds, for `bash -c CMD` in READ_ONLY with cwd /w and hide=(/d,)::
 
     /bin/sh -c 'trap "" INT QUIT TERM; exec "$0" "$@"' bwrap
         --die-with-parent --unshare-pid --unshare-net --unshare-ipc --cap-drop ALL
-        --ro-bind / / --tmpfs /tmp --tmpfs /run --ro-bind /w /w --dev /dev --proc /proc
-        --chdir /w -- /usr/bin/env --default-signal=INT,QUIT,TERM,PIPE,XFSZ -- bash -c CMD
+        --ro-bind / / --tmpfs /tmp --tmpfs /run --tmpfs /d --ro-bind /w /w --remount-ro /d
+        --dev /dev --proc /proc --ro-bind-try /proc/sys /proc/sys (... the other four)
+        --ro-bind /dev/null /proc/keys (... files) --tmpfs /proc/acpi --remount-ro /proc/acpi
+        (... dirs) --chdir /w -- /usr/bin/env --default-signal=INT,QUIT,TERM,PIPE,XFSZ --
+        bash -c CMD
 
 Findings, by experiment (bubblewrap 0.8.0, Linux 6.18, as root and as nobody):
 
@@ -86,9 +97,24 @@ Findings, by experiment (bubblewrap 0.8.0, Linux 6.18, as root and as nobody):
   0` inside killed the spawning Python and its shell. Always spawn with
   start_new_session=True (ptyprocess does setsid itself); then the group is only the
   outer bwrap (which ignores INT and TERM) and the sandbox.
+- As real root bwrap is privileged: its `--proc` is a procfs where /proc/sys is
+  writable (`echo 1 > /proc/sys/vm/drop_caches` exited 0 in every mode, READ_ONLY too,
+  `--cap-drop ALL` notwithstanding: root owns those files). bwrap covers only the /proc
+  entries that pass access(W_OK) once it has dropped its capabilities (/proc/irq and
+  /proc/bus, not the 0555 /proc/sys), so `wrap` binds them read-only itself: the host's,
+  from the old root (sysctls are per reader, so /proc/sys/net still shows the sandbox's
+  own network); a writable core_pattern would be host-root code execution. As non-root
+  (bwrap's own user namespace) every such write already failed, EACCES, in every mode,
+  OFF included; the covers changed nothing visible there but the error (EROFS).
+- Masking: /dev/null bound over a file is opened EACCES (every bind is nodev), which is
+  what a mask needs; a masked dir is an empty tmpfs, remounted read-only (bwrap 0.8
+  accepts `--remount-ro` on a mount of its own, not on a plain subdirectory of /proc).
+  A hidden dir's tmpfs is remounted read-only only after the cwd's bind, for which bwrap
+  may have to make a mount point in it.
 - OFF with root's capabilities can `umount -l /proc` and see the host's processes (in
-  WORKSPACE: "must be superuser"); OFF contains accidents (leftover daemons), not a
-  hostile root. No mode stops a command from asking a daemon outside (cron, systemd,
+  WORKSPACE: "must be superuser"), and can unmount the covers over /proc/sys, /sys
+  (`umount -l`) and the hidden dirs (seen: exit 0), or write the host's devices (/dev is the host's): OFF
+  contains accidents (leftover daemons, a stray sysctl write), not a hostile root. No mode stops a command from asking a daemon outside (cron, systemd,
   docker, ssh) to run something for it. In WORKSPACE the cwd's
   .git (hooks, config) is writable: whatever the host later runs from there is not
   sandboxed.
@@ -121,6 +147,20 @@ _IGNORE_IN_BWRAP = ["/bin/sh", "-c", 'trap "" INT QUIT TERM; exec "$0" "$@"']
 _RESTORE_IN_COMMAND = ["/usr/bin/env", "--default-signal=INT,QUIT,TERM,PIPE,XFSZ", "--"]
 # bwrap's own mounts live there; a cwd bound on top would hide or expose them.
 _NO_CWD_UNDER = ("/proc", "/dev", "/sys")
+# Writable kernel interfaces, bound read-only over the fresh /proc: as real root bwrap
+# covers only those root could not write without CAP_DAC_OVERRIDE (not /proc/sys).
+_KERNEL_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+# Readable ones that show the host's memory, keys or hardware: masked where they exist.
+_KERNEL_MASKED = (
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/timer_list",
+    "/proc/sched_debug",
+    "/proc/latency_stats",
+    "/proc/acpi",
+    "/proc/scsi",
+    "/sys/firmware",
+)
 
 
 # The one definition of the modes lives with the other shared values.
@@ -162,11 +202,21 @@ def _is_under(path: str, top: str) -> bool:
     return path == top or path.startswith(top + "/")
 
 
-def wrap(argv: Sequence[str], *, mode: SandboxMode, cwd: str, bwrap: str = "bwrap") -> list[str]:
+def wrap(
+    argv: Sequence[str],
+    *,
+    mode: SandboxMode,
+    cwd: str,
+    bwrap: str = "bwrap",
+    hide: Sequence[str] = (),
+) -> list[str]:
     """The argv that runs `argv` in `cwd` under `mode`; spawn it as the group leader.
 
-    Runs nothing and checks nothing on disk beyond realpath: a symlinked cwd binds, and
-    starts in, the real directory.
+    `hide`: directories the command must not see (the sidecar's data and config dirs),
+    each covered by an empty read-only tmpfs in every mode; the cwd stays visible when it
+    lies inside one. Checks nothing on disk beyond realpath and which of `hide` exist (a
+    missing one has nothing to hide, and bwrap could not mount over it): a symlinked cwd
+    binds, and starts in, the real directory.
     """
     if not argv:
         raise ValueError("empty argv")
@@ -175,9 +225,17 @@ def wrap(argv: Sequence[str], *, mode: SandboxMode, cwd: str, bwrap: str = "bwra
     if not os.path.isabs(cwd):
         raise ValueError(f"cwd must be an absolute path, got {cwd!r}")
     real = os.path.realpath(cwd)
+    beside, inside = _hidden(real, hide)
+    # The tmpfs over a hidden dir is sealed read-only only after the cwd's bind, which
+    # may need a mount point made in it; a dir inside the cwd is covered after its bind.
+    hidden = [option for path in beside for option in ("--tmpfs", path)]
+    sealed = [option for path in beside for option in ("--remount-ro", path)] + _covers(inside)
     args = ["--die-with-parent", "--unshare-pid"]
     if mode is SandboxMode.OFF:
-        args += ["--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+        args += ["--bind", "/", "/", "--dev-bind", "/dev", "/dev", *hidden]
+        if any(_is_under(real, top) for top in beside):
+            args += ["--bind", real, real]  # again, over the tmpfs that hid it
+        args += [*sealed, "--proc", "/proc", "--ro-bind", "/sys", "/sys"]
     else:
         if any(_is_under(real, top) for top in _NO_CWD_UNDER):
             raise ValueError(f"refusing a sandboxed cwd under /proc, /dev or /sys: {real}")
@@ -188,11 +246,61 @@ def wrap(argv: Sequence[str], *, mode: SandboxMode, cwd: str, bwrap: str = "bwra
         args += ["--unshare-ipc", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--tmpfs", "/tmp"]
         if mode is SandboxMode.READ_ONLY:
             args += ["--tmpfs", "/run"]  # host sockets; DNS is moot without a network
-        if real != "/":  # after the tmpfs mounts, so a cwd under /tmp or /run stays visible
+        args += hidden
+        if real != "/":  # after the tmpfs mounts, so a cwd under /tmp, /run or a hidden dir
             args += ["--bind" if mode is SandboxMode.WORKSPACE else "--ro-bind", real, real]
-        args += ["--dev", "/dev", "--proc", "/proc"]
-    args += ["--chdir", real, "--"]
+        args += [*sealed, "--dev", "/dev", "--proc", "/proc"]
+    args += [*_kernel_covers(), "--chdir", real, "--"]
     return [*_IGNORE_IN_BWRAP, bwrap, *args, *_RESTORE_IN_COMMAND, *argv]
+
+
+def _cover(path: str) -> list[str]:
+    """bwrap options that put an empty, read-only tmpfs over the directory `path`."""
+    return ["--tmpfs", path, "--remount-ro", path]
+
+
+def _covers(paths: Sequence[str]) -> list[str]:
+    return [option for path in paths for option in _cover(path)]
+
+
+def _hidden(cwd: str, hide: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The real dirs of `hide` to cover, in two halves: those mounted before the cwd's
+    bind (a hidden dir that holds the cwd, or lies beside it) and those after (inside the
+    cwd, whose bind would show them again). A dir inside another one of its half is left
+    out (the outer tmpfs has no such path to mount on); a missing one has nothing to hide.
+    """
+    dirs: list[str] = []
+    for path in hide:
+        if not os.path.isabs(path):
+            raise ValueError(f"a hidden path must be absolute, got {path!r}")
+        real = os.path.realpath(path)
+        if real == "/":
+            raise ValueError(f"refusing to hide / (from {path!r}): nothing would be left")
+        if real not in dirs and os.path.isdir(real):
+            dirs.append(real)
+    inside = [d for d in dirs if d != cwd and _is_under(d, cwd)]
+    beside = [d for d in dirs if d not in inside]
+
+    def tops(half: list[str]) -> list[str]:
+        return sorted(d for d in half if not any(o != d and _is_under(d, o) for o in half))
+
+    return tops(beside), tops(inside)
+
+
+@functools.cache
+def _kernel_covers() -> tuple[str, ...]:
+    """Options that make the kernel's writable interfaces read-only and mask the ones that
+    leak host state, as container runtimes do; once per process (the kernel decides which
+    exist, and bwrap cannot mount over a missing one)."""
+    options: list[str] = []
+    for path in _KERNEL_READ_ONLY:
+        options += ["--ro-bind-try", path, path]  # the host's, from the old root
+    for path in _KERNEL_MASKED:
+        if os.path.isdir(path):
+            options += _cover(path)
+        elif os.path.exists(path):
+            options += ["--ro-bind", "/dev/null", path]  # nodev: opening it is refused
+    return tuple(options)
 
 
 # bwrap's own words for the usual failures (0.8.0), and what to do about each; a failure
@@ -231,7 +339,9 @@ def _failure_reason(
 
 @functools.cache
 def _self_test(path: str) -> SandboxStatus:
-    argv = wrap(["true"], mode=SandboxMode.READ_ONLY, cwd="/", bwrap=path)
+    # Every option `wrap` emits: /tmp hidden (already private, so harmless) gives a hidden
+    # dir's tmpfs and its seal, whatever /proc and /sys hold; the kernel covers are in.
+    argv = wrap(["true"], mode=SandboxMode.READ_ONLY, cwd="/", bwrap=path, hide=("/tmp",))
     try:
         done = subprocess.run(
             argv,
