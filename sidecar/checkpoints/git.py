@@ -5,6 +5,13 @@ global or system config (no hooks, filters, fsmonitor or credential helpers of t
 no `GIT_*` variable inherited from whoever started the sidecar, literal pathspecs. The
 user's repository in the cwd, if there is one, is never read or written: git is only
 ever pointed at our GIT_DIR.
+
+Every git child runs with umask 077 (its objects, index, refs and config are private like
+every other file of ours) -- except one that writes the work tree (a restore's checkout:
+the user's files get the user's umask), which instead keeps the repository's own files
+0600 with `core.sharedRepository` -- in a process group of its own, so stopping it (a cancelled call,
+a runtime closing: `stop_children`) stops whatever it started too, and no git outlives the
+call that ran it.
 """
 
 from __future__ import annotations
@@ -12,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import Sequence
+import signal
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -34,6 +42,14 @@ _SETTINGS: Final = (
     "user.name=acp-session-host",
     "user.email=checkpoints@localhost",
 )
+
+
+# What every git child (and so every file it creates) is masked with: owner only.
+UMASK: Final = 0o077
+# Read at a time from a listing that may be cut short (`run_git`'s `records`).
+_READ: Final = 64 * 1024
+
+Children = set[asyncio.subprocess.Process]
 
 
 def git_binary() -> str | None:
@@ -66,14 +82,23 @@ async def run_git(
     *,
     stdin: bytes | None = None,
     ok_codes: tuple[int, ...] = (0,),
+    children: Children | None = None,
+    records: RecordCap | None = None,
+    writes_work_tree: bool = False,
 ) -> bytes:
     """git's stdout; CheckpointError with git's own words when it fails. Run from the work
     tree (a cwd that is gone or unreadable fails here, with a clear reason); with no work
-    tree, from the repository's parent directory."""
+    tree, from the repository's parent directory. `children`: where the running process is
+    registered while it runs (so its owner can stop it). `records`: read NUL-terminated
+    output only until the cap says stop, then git is stopped (its listing is not needed
+    past that point) and what was read is returned. `writes_work_tree`: the call writes
+    the user's files (see the module's doc)."""
     where = work_tree if work_tree is not None else str(git_dir.parent)
     argv = [git]
     for setting in _SETTINGS:
         argv += ["-c", setting]
+    if writes_work_tree:
+        argv += ["-c", "core.sharedRepository=0600"]
     argv += list(args)
     try:
         process = await asyncio.create_subprocess_exec(
@@ -83,22 +108,84 @@ async def run_git(
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            umask=-1 if writes_work_tree else UMASK,
+            start_new_session=True,  # its own process group: stopped whole
         )
     except FileNotFoundError as exc:
         missing = exc.filename or git
         raise CheckpointError(f"cannot run git in {where}: {missing} does not exist") from None
     except PermissionError:
         raise CheckpointError(f"cannot run git in {where}: permission denied") from None
+    if children is not None:
+        children.add(process)
     try:
-        out, err = await process.communicate(stdin)
+        if records is None:
+            out, err = await process.communicate(stdin)
+        else:
+            out, err = await _read_records(process, records)
+            if records.stopped:
+                return out
     except asyncio.CancelledError:
         # Never leave a git process writing to the shadow repository behind us.
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        _kill_group(process)
+        await process.wait()
         raise
+    finally:
+        if children is not None:
+            children.discard(process)
     if process.returncode not in ok_codes:
         detail = err.decode(errors="replace").strip().splitlines()
         reason = detail[-1] if detail else f"exit status {process.returncode}"
         raise CheckpointError(f"git {args[0]} failed: {reason}")
     return out
+
+
+class RecordCap:
+    """When to stop reading a NUL-separated listing: `counts(record)` says whether a record
+    counts, and reading stops once more than `limit` did (`stopped` then says so)."""
+
+    def __init__(self, limit: int, counts: Callable[[bytes], bool]) -> None:
+        self.limit = limit
+        self.counts = counts
+        self.counted = 0
+        self.stopped = False
+
+
+async def _read_records(process: asyncio.subprocess.Process, cap: RecordCap) -> tuple[bytes, bytes]:
+    assert process.stdout is not None and process.stderr is not None
+    errors = asyncio.ensure_future(process.stderr.read())
+    taken: list[bytes] = []
+    pending = b""
+    while True:
+        chunk = await process.stdout.read(_READ)
+        if not chunk:
+            break
+        *whole, pending = (pending + chunk).split(b"\0")
+        for record in whole:
+            taken.append(record + b"\0")
+            if cap.counts(record):
+                cap.counted += 1
+                if cap.counted > cap.limit:
+                    cap.stopped = True
+                    break
+        if cap.stopped:
+            _kill_group(process)
+            break
+    await process.wait()
+    err = await errors
+    return b"".join(taken) + (b"" if cap.stopped else pending), err
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is not None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # its group is its pid: start_new_session
+    except ProcessLookupError:
+        pass  # gone already
+
+
+def stop_children(children: Children) -> None:
+    """Stop every registered git (and what it started) at once; their calls then fail."""
+    for process in list(children):
+        _kill_group(process)

@@ -7,7 +7,8 @@ the session made to a file is some step's before -> after.
 
 A rewind to a point restores each file the steps since that point changed, unless the
 file changed again outside the session since the session last changed it (a user's
-edit): that is a conflict, left alone unless forced.
+edit): that is a conflict, left alone unless forced. What was left out (skipped files, a
+data dir of ours that an older snapshot took in) is never listed as changed or restored.
 """
 
 from __future__ import annotations
@@ -106,8 +107,15 @@ async def turn_changes(
         )
     files = await repo.changes(before, after)
     skipped = repo.skipped()
-    # A file that grew past the size limit left the snapshots: not a deletion.
-    files = [f for f in files if not (f.status is FileStatus.DELETED and f.path in skipped)]
+    # A file that grew past the size limit left the snapshots: not a deletion. A data dir
+    # of ours (an older snapshot's) is never a change of the session's.
+    ours = repo.stores()
+    files = [
+        f
+        for f in files
+        if not (f.status is FileStatus.DELETED and f.path in skipped)
+        and not f.path.startswith(ours)
+    ]
     diff, cut = (await repo.diff(before, after)) if with_diff else (None, False)
     left_out = tuple(Skipped(path, reason) for path, reason in sorted(skipped.items()))
     return TurnChanges(turn, tuple(files[:MAX_FILES]), len(files), diff, cut, left_out[:MAX_FILES])
@@ -140,7 +148,8 @@ async def plan_rewind(
         for path in await repo.changed_paths(step.before, after):
             last_writer[path] = after
     skipped = repo.skipped()
-    touched = sorted(p for p in last_writer if p not in skipped)
+    ours = repo.stores()
+    touched = sorted(p for p in last_writer if p not in skipped and not p.startswith(ours))
     now = await repo.entries(current, touched)
     wanted = await repo.entries(target, touched)
     by_tree: dict[str, list[str]] = {}

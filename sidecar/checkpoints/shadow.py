@@ -7,7 +7,23 @@ Snapshots are trees (no commits), kept alive by refs; the refs are the checkpoin
 
 Left out of every snapshot: what the work tree's `.gitignore` files (and the user's own
 `.git/info/exclude`) ignore, `.git` itself, nested repositories, and files larger than
-`max_file_bytes` — the last two listed as skipped and never touched by a restore.
+`max_file_bytes` — the last two listed as skipped and never touched by a restore — and
+every data dir of ours inside the work tree (never listed, never diffed, never restored:
+a snapshot of the store that holds the snapshots grows with every turn). Our own data dir
+is excluded before the first listing; another one (a second sidecar's, an older one's) is
+recognised from the paths git lists anyway, with no walk of ours: a `sessions.db` beside a
+`checkpoints/` directory, or a `checkpoints/<id>/first-turn` beside that repository's
+`HEAD` (a shadow repository of ours: a store other than SQLite has no `sessions.db`). From
+then on git does not enter it, and whatever an older snapshot took of it leaves the index.
+
+A tree with more than `max_files` files to snapshot (0: no bound) is refused with
+`TreeRefused`: the count is the index's entries plus the new files git lists, and that
+listing is cut (git stopped) once it passes the bound, so a huge tree costs one bounded
+listing, not a walk of all of it.
+
+Every git child runs with umask 077 and in its own process group (`git.py`); `stop` kills
+the running ones and refuses new ones (a runtime closing never waits on a snapshot: what a
+killed git leaves, a stale `index.lock`, is cleared by the next use).
 
 Only the session's one runtime writes here (the lease); an operation cut short (a
 SIGKILL mid-snapshot, mid-restore) is finished or undone by the next `open`: a stale
@@ -26,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sidecar.checkpoints.git import run_git
+from sidecar.checkpoints.git import Children, RecordCap, run_git, stop_children
 from sidecar.domain.errors import CheckpointError
 from sidecar.domain.files import FileChange, FileStatus, Skipped
 
@@ -34,6 +50,8 @@ EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 JOURNAL: Final = "restore-journal.json"
 FIRST_TURN: Final = "first-turn"
 SKIPPED: Final = "skipped.json"
+STORES: Final = "data-dirs.json"  # the data dirs of ours found in the work tree ("dir/")
+STOPPED: Final = "checkpoints stopped: the session is closing"
 MAX_DIFF_BYTES: Final = 512 * 1024
 _PATH_CHUNK: Final = 500  # paths per git argv (well inside ARG_MAX)
 # Snapshots staging only the paths git listed, between two that stage with a whole
@@ -64,31 +82,111 @@ def _exclude_line(path: str) -> str:
     return "/" + escaped + ("/" if path.endswith("/") else "")
 
 
+class TreeRefused(CheckpointError):
+    """The work tree is not one to snapshot (too many files); the session goes on without
+    checkpoints."""
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as handle:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
+def store_inside(data_dir: Path | None, work_tree: str) -> str | None:
+    """`data_dir` as a path of the work tree ("dir/"), if it is inside it."""
+    if data_dir is None:
+        return None
+    relative = os.path.relpath(os.path.realpath(data_dir), os.path.realpath(work_tree))
+    if relative == "." or relative == ".." or relative.startswith("../"):
+        return None
+    return relative + "/"
+
+
+def _store_of(work_tree: str, path: str) -> str | None:
+    """The data dir of ours a listed path lies in ("dir/"), if it is one (see the module's
+    doc: two stats, only for the two names that can say so)."""
+    parts = path.split("/")
+    if parts[-1] == "sessions.db":
+        root = parts[:-1]
+        mark = os.path.join(work_tree, *root, "checkpoints")
+        found = os.path.isdir(mark)
+    elif len(parts) >= 3 and parts[-1] == FIRST_TURN and parts[-3] == "checkpoints":
+        root = parts[:-3]
+        found = os.path.isfile(os.path.join(work_tree, *parts[:-1], "HEAD"))
+    else:
+        return None
+    return "/".join(root) + "/" if found and root else None
+
+
+def _under(path: str, stores: set[str]) -> bool:
+    return path.startswith(tuple(stores))
+
+
+def _make_private(git_dir: Path) -> None:
+    """A repository made before git ran with umask 077: group and others lose every bit."""
+    for top, _dirs, files in os.walk(git_dir):
+        os.chmod(top, 0o700)
+        for name in files:
+            path = os.path.join(top, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.chmod(path, stat.S_IMODE(mode) & 0o700)
+
+
 class ShadowRepo:
-    def __init__(self, git_dir: Path, work_tree: str, max_file_bytes: int, git: str) -> None:
+    def __init__(
+        self,
+        git_dir: Path,
+        work_tree: str,
+        max_file_bytes: int,
+        git: str,
+        *,
+        max_files: int = 0,
+        data_dir: Path | None = None,
+    ) -> None:
         self.git_dir = git_dir
         self.work_tree = work_tree
         self.max_file_bytes = max_file_bytes
+        self.max_files = max_files  # 0: no bound
         self._git = git
+        self._own_store = store_inside(data_dir, work_tree)
         self._lock = asyncio.Lock()  # one mutating operation at a time
         self._since_full_pass = _FULL_PASS_EVERY  # the first snapshot stages everything
+        self._children: Children = set()
+        self._stopped = False
 
     async def _run(
-        self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)
+        self,
+        *args: str,
+        stdin: bytes | None = None,
+        ok: tuple[int, ...] = (0,),
+        records: RecordCap | None = None,
+        writes_work_tree: bool = False,
     ) -> bytes:
+        if self._stopped:
+            raise CheckpointError(STOPPED)
         _check_work_tree(self.work_tree)
         return await run_git(
-            self._git, self.git_dir, self.work_tree, args, stdin=stdin, ok_codes=ok
+            self._git,
+            self.git_dir,
+            self.work_tree,
+            args,
+            stdin=stdin,
+            ok_codes=ok,
+            children=self._children,
+            records=records,
+            writes_work_tree=writes_work_tree,
         )
+
+    def stop(self) -> None:
+        """Kill the git processes running for this repository and refuse any new one."""
+        self._stopped = True
+        stop_children(self._children)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -101,6 +199,8 @@ class ShadowRepo:
         on: a session forked elsewhere, or older than checkpoints, has turns before them);
         clean up after a process killed mid-operation."""
         async with self._lock:
+            if self._stopped:
+                raise CheckpointError(STOPPED)
             if not self.exists:
                 self.git_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 await run_git(
@@ -108,9 +208,12 @@ class ShadowRepo:
                     self.git_dir,
                     None,
                     ["init", "-q", "--bare", "--template=", str(self.git_dir)],
+                    children=self._children,
                 )
                 os.chmod(self.git_dir, 0o700)
                 _write_atomically(self.git_dir / FIRST_TURN, str(first_turn).encode())
+            elif stat.S_IMODE((self.git_dir / "config").stat().st_mode) & 0o077:
+                await asyncio.to_thread(_make_private, self.git_dir)
             self._clear_stale_lock()
             journal = self._journal()
             if journal is not None:
@@ -195,6 +298,49 @@ class ShadowRepo:
     def skipped(self) -> dict[str, str]:
         return self._load_skipped()
 
+    def _load_stores(self) -> set[str]:
+        try:
+            raw = json.loads((self.git_dir / STORES).read_text())
+        except FileNotFoundError:
+            return set()
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"cannot read {self.git_dir / STORES}: {exc}") from None
+        return {str(p) for p in raw} if isinstance(raw, list) else set()
+
+    def stores(self) -> tuple[str, ...]:
+        """The data dirs of ours in the work tree ("dir/"): never in a snapshot, a list of
+        changes or a restore."""
+        found = self._load_stores()
+        if self._own_store is not None:
+            found.add(self._own_store)
+        return tuple(sorted(found))
+
+    def _index_entries(self) -> int:
+        """How many paths the index holds (its header says: no read of the rest)."""
+        try:
+            with open(self.git_dir / "index", "rb") as handle:
+                head = handle.read(12)
+        except FileNotFoundError:
+            return 0
+        if len(head) < 12 or head[:4] != b"DIRC":
+            return 0
+        return int.from_bytes(head[8:12], "big")
+
+    def _too_many(self) -> str:
+        return (
+            f"checkpoints are off for this session: {self.work_tree} has more than "
+            f"{self.max_files} files to snapshot (those .gitignore leaves in), too many to "
+            "take before every turn; open the session in the project's own directory, or "
+            "raise --checkpoint-max-files (0: no bound)"
+        )
+
+    async def _leave_out(self, stores: set[str], added: Iterable[str]) -> None:
+        """Record the data dirs of ours, tell git to leave them out, and take out of the
+        index whatever an older snapshot took of the `added` ones."""
+        self._write_excludes(self._load_skipped(), stores)
+        for chunk in _chunks(sorted(p.rstrip("/") for p in added)):
+            await self._run("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
+
     def _reason(self, path: str) -> str | None:
         if path.endswith("/"):
             return "a nested git repository"
@@ -212,33 +358,68 @@ class ShadowRepo:
         before: an unchanged tree costs no extra stats. Also the listed paths that go in
         (None when the exclusions changed: the listing was made under the old ones)."""
         before = self._load_skipped()
+        stores = self._load_stores()
+        exclude = self.git_dir / "info" / "exclude"
+        if self._own_store is not None and self._own_store not in stores or not exclude.exists():
+            # Before the first listing: git never walks into our own store.
+            added = {self._own_store} - stores if self._own_store is not None else set()
+            stores |= added
+            await self._leave_out(stores, added)
         # One pass: new files ("? path") and changed tracked ones ("C path"), from git's
-        # caches (the untracked cache, the index's stat data).
+        # caches (the untracked cache, the index's stat data); cut once the new files alone
+        # pass the bound.
+        found: set[str] = set()
+
+        def counts(record: bytes) -> bool:
+            tag, _, raw = record.partition(b" ")
+            path = raw.decode(errors="surrogateescape")
+            store = _store_of(self.work_tree, path)
+            if store is not None and store not in stores:
+                found.add(store)
+            return tag == b"?" and not _under(path, stores | found)
+
+        cap = RecordCap(self.max_files, counts) if self.max_files else None
         listed = await self._run(
-            "ls-files", "-z", "-t", "--others", "--modified", "--exclude-standard"
+            "ls-files", "-z", "-t", "--others", "--modified", "--exclude-standard", records=cap
         )
+        if cap is not None and cap.stopped:
+            raise TreeRefused(self._too_many())
         candidates: set[str] = set()
         tracked_changed: set[str] = set()
         for record in listed.decode(errors="surrogateescape").split("\0"):
             tag, _, path = record.partition(" ")
             if not path:
                 continue
+            if cap is None:
+                store = _store_of(self.work_tree, path)
+                if store is not None and store not in stores:
+                    found.add(store)
             (candidates if tag == "?" else tracked_changed).add(path)
+        stores_changed = bool(found)
+        if found:
+            stores |= found
+            await self._leave_out(stores, found)
+        candidates = {p for p in candidates if not _under(p, stores)}
+        tracked_changed = {p for p in tracked_changed if not _under(p, stores)}
+        if self.max_files and self._index_entries() + len(candidates) > self.max_files:
+            raise TreeRefused(self._too_many())
         now: dict[str, str] = {}
         for path in candidates | tracked_changed | set(before):
             reason = self._reason(path)
             if reason is not None:
                 now[path] = reason
         changed: list[str] | None = sorted((candidates | tracked_changed) - set(now))
-        if now != before or not (self.git_dir / "info" / "exclude").exists():
-            self._write_excludes(now)
+        if now != before:
+            self._write_excludes(now, stores)
             changed = None
+        elif stores_changed:
+            changed = None  # listed under the old exclusions
         newly_out = sorted(p for p in now if p in tracked_changed)
         for chunk in _chunks(newly_out):
             await self._run("rm", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
         return tuple(Skipped(path, reason) for path, reason in sorted(now.items())), changed
 
-    def _write_excludes(self, skipped: dict[str, str]) -> None:
+    def _write_excludes(self, skipped: dict[str, str], stores: set[str]) -> None:
         lines = ["# written by acp-session-host: what checkpoints leave out"]
         try:
             own = Path(self.work_tree, ".git", "info", "exclude").read_text(errors="replace")
@@ -246,10 +427,13 @@ class ShadowRepo:
         except OSError:
             pass  # no repository there, or none of its own excludes: nothing to add
         lines += [_exclude_line(path) for path in sorted(skipped)]
+        # Last: no negation in the user's own excludes can bring a store of ours back in.
+        lines += ["# data dirs of acp-session-host:"] + [_exclude_line(p) for p in sorted(stores)]
         info = self.git_dir / "info"
-        info.mkdir(exist_ok=True)
+        info.mkdir(mode=0o700, exist_ok=True)
         _write_atomically(info / "exclude", ("\n".join(lines) + "\n").encode())
         _write_atomically(self.git_dir / SKIPPED, json.dumps(skipped).encode())
+        _write_atomically(self.git_dir / STORES, json.dumps(sorted(stores)).encode())
 
     # ---- refs ----------------------------------------------------------------------------
 
@@ -365,7 +549,7 @@ class ShadowRepo:
         """Idempotent: running it twice (after a crash) gives the same tree."""
         _delete(self.work_tree, plan.delete)
         for chunk in _chunks(plan.restore):
-            await self._run("checkout", plan.target, "--", *chunk)
+            await self._run("checkout", plan.target, "--", *chunk, writes_work_tree=True)
         # Only what the restore touched is re-read (checkout already staged the restored
         # paths; this records the deletions): anything else the next snapshot sees.
         for chunk in _chunks(plan.delete):

@@ -1,9 +1,16 @@
 """Where sessions' shadow repositories live, and their life with the session record:
-copied by fork, removed by delete. One directory per session under the data dir."""
+copied by fork, removed by delete. One directory per session under the data dir.
+
+Also which session directories are never snapshotted, decided from their path alone (no
+walk, before any git runs): `/` (the whole file system), the home directory when the data
+dir is inside it (the default layout: a session opened in `$HOME`), and any directory
+inside the data dir. Those sessions run without checkpoints and say why.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from pathlib import Path
 from typing import Final
@@ -15,6 +22,13 @@ from sidecar.core.trash import move_aside
 from sidecar.domain.errors import CheckpointError
 
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
+# Files a tree may have to be snapshotted (0: no bound). A large real project is well
+# inside it (the Linux kernel has about 80,000), and so is a snapshot of it: git's stat
+# walk of 100,000 unchanged files is a fraction of a second per turn, its index about
+# 10 MB. Past it a directory is rarely a project (a home directory, a whole disk, a tree
+# of build output), and one snapshot of it costs minutes and gigabytes.
+DEFAULT_MAX_FILES: Final = 100_000
+OFF: Final = "checkpoints are off for this session: "
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
@@ -24,9 +38,15 @@ class CheckpointStore:
         root: Path | None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         git: str | None = None,
+        *,
+        max_files: int = DEFAULT_MAX_FILES,
+        data_dir: Path | None = None,
     ) -> None:
         self.root = root  # None: checkpoints are off
         self.max_file_bytes = max_file_bytes
+        self.max_files = max_files
+        # The sidecar's data dir (default: the one the checkpoints are in): never snapshotted.
+        self.data_dir = data_dir if data_dir is not None or root is None else root.parent
         self._git = git if git is not None else git_binary()
 
     @property
@@ -38,17 +58,45 @@ class CheckpointStore:
             return "checkpoints need git, and git is not installed"
         return None
 
+    def refusal(self, cwd: str) -> str | None:
+        """Why a session in `cwd` is never snapshotted, if it is not (from the path alone)."""
+        real = os.path.realpath(cwd)
+        if real == "/":
+            return (
+                OFF + "its directory is / (the whole file system), which is not a project; "
+                "open the session in the project's own directory"
+            )
+        if self.data_dir is None:
+            return None
+        store = os.path.realpath(self.data_dir)
+        if real == store or real.startswith(store + "/"):
+            return OFF + f"its directory {cwd} is inside the sidecar's data dir {store}"
+        home = os.path.realpath(os.path.expanduser("~"))
+        if real == home and store.startswith(home + "/"):
+            return (
+                OFF + f"its directory {cwd} is the home directory, which holds the "
+                f"sidecar's data dir ({store}); open the session in a project directory"
+            )
+        return None
+
     def _dir(self, session_id: str) -> Path:
         if self.root is None or not _SAFE_ID.fullmatch(session_id):
             raise CheckpointError(f"no checkpoints for session {session_id!r}")
         return self.root / session_id
 
     def repo(self, session_id: str, cwd: str) -> ShadowRepo:
-        problem = self.problem
+        problem = self.problem or self.refusal(cwd)
         if problem is not None:
             raise CheckpointError(problem)
         assert self._git is not None
-        return ShadowRepo(self._dir(session_id), cwd, self.max_file_bytes, self._git)
+        return ShadowRepo(
+            self._dir(session_id),
+            cwd,
+            self.max_file_bytes,
+            self._git,
+            max_files=self.max_files,
+            data_dir=self.data_dir,
+        )
 
     def detach(self, session_id: str) -> Path | None:
         """Move the session's repository aside (`sidecar.core.trash`); where it went."""

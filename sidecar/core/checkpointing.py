@@ -6,6 +6,14 @@ change files; the model's replies do not), so a turn that only talks costs nothi
 what the snapshot holds is the tree exactly as the tool found it. Snapshots are never cut
 short by a cancelled turn (they are their own tasks); a failure to checkpoint is logged
 and told in the summary's `checkpointProblem`, and the turn goes on.
+
+A directory that is not one to snapshot (`/`, the home directory holding the data dir,
+one inside the data dir: known from the path; too many files: known at the first
+snapshot) is refused once for the runtime: the refusal is logged once and is the
+`checkpointProblem` (so the next `_session/state` carries it), no snapshot is tried again,
+and changes and rewind answer it as their error. Closing never waits on a snapshot: `stop`
+kills the running git and no new one starts (the end of a turn cut short so is recorded
+by the next runtime's open, as for a crash).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from sidecar.checkpoints.history import (
     turn_ref,
     uncovered,
 )
-from sidecar.checkpoints.shadow import ShadowRepo
+from sidecar.checkpoints.shadow import ShadowRepo, TreeRefused
 from sidecar.checkpoints.store import CheckpointStore
 from sidecar.domain.errors import CheckpointError, InvalidInput
 from sidecar.domain.files import CodeRewind, TurnChanges
@@ -34,23 +42,44 @@ class TurnCheckpoints:
     def __init__(self, store: CheckpointStore, session_id: str, cwd: str) -> None:
         self._session_id = session_id
         self._repo: ShadowRepo | None = None
+        self._refused = False  # for the rest of this runtime: `problem` says why
+        self._stopped = False
         self.problem: str | None = store.problem
         if self.problem is None:
-            self._repo = store.repo(session_id, cwd)
+            refusal = store.refusal(cwd)
+            if refusal is None:
+                self._repo = store.repo(session_id, cwd)
+            else:
+                self._refuse(refusal)
         self._turn: int | None = None  # the running turn
         self._before: asyncio.Task[None] | None = None  # its before-snapshot, once a tool came
         self._opening: asyncio.Task[None] | None = None
+        self._after: asyncio.Task[TurnChanges | None] | None = None
 
     @property
     def available(self) -> bool:
         return self._repo is not None and self.problem is None
 
+    def _refuse(self, reason: str) -> None:
+        self._refused, self.problem = True, reason
+        log.warning("session %s: %s", self._session_id, reason)
+
     def _failed(self, what: str, exc: CheckpointError | OSError) -> None:
+        if self._stopped:
+            return  # killed by `stop`: not a problem of the checkpoints
+        if isinstance(exc, TreeRefused):
+            self._refuse(str(exc))
+            return
         self.problem = f"{what} failed: {exc}"
         log.warning("session %s: %s", self._session_id, self.problem)
 
+    @property
+    def _taking(self) -> bool:
+        """Whether snapshots are taken (not refused, not stopped)."""
+        return self._repo is not None and not self._refused and not self._stopped
+
     def _require(self) -> ShadowRepo:
-        if self._repo is None:
+        if self._repo is None or self._refused:
             raise CheckpointError(self.problem or "no checkpoints")
         return self._repo
 
@@ -75,7 +104,8 @@ class TurnCheckpoints:
             if last is not None and not last.is_rewind and last.after is None:
                 snapshot = await self._repo.snapshot()
                 await self._repo.write_ref(turn_ref(last.key[0], "after"), snapshot.tree)
-            self.problem = None
+            if not self._refused:
+                self.problem = None
         except (CheckpointError, OSError) as exc:
             self._failed("opening the checkpoints", exc)
 
@@ -86,7 +116,7 @@ class TurnCheckpoints:
     async def ready(self) -> None:
         """Right before a tool runs: the turn's before-snapshot, taken the first time (a
         cancelled waiter leaves; the snapshot itself finishes)."""
-        if self._repo is None or self._turn is None:
+        if not self._taking or self._repo is None or self._turn is None:
             return
         if self._before is None:
             self._before = asyncio.create_task(self._take_before(self._repo, self._turn))
@@ -94,6 +124,8 @@ class TurnCheckpoints:
 
     async def _take_before(self, repo: ShadowRepo, turn: int) -> None:
         await self._opened()
+        if not self._taking:
+            return  # refused while opening, or closing
         try:
             snapshot = await repo.snapshot()
             await repo.write_ref(turn_ref(turn, "before"), snapshot.tree)
@@ -107,8 +139,14 @@ class TurnCheckpoints:
         before_task, self._before, self._turn = self._before, None, None
         if self._repo is None or before_task is None:
             return None
-        repo = self._repo
         await asyncio.shield(before_task)
+        if not self._taking:
+            return None
+        # Its own task, so `stop` finds it (a close never waits on it).
+        self._after = asyncio.create_task(self._take_after(self._repo, turn))
+        return await asyncio.shield(self._after)
+
+    async def _take_after(self, repo: ShadowRepo, turn: int) -> TurnChanges | None:
         try:
             before = await repo.read_ref(turn_ref(turn, "before"))
             if before is None:
@@ -170,8 +208,16 @@ class TurnCheckpoints:
         await repo.restore(restore)
         return CodeRewind(plan.restore, plan.delete, plan.conflicts, number)
 
+    def stop(self) -> None:
+        """The runtime is closing: kill the git processes running for it, start no more."""
+        self._stopped = True
+        if self._repo is not None:
+            self._repo.stop()
+
     async def aclose(self) -> None:
-        """Let a snapshot in flight finish (it holds git's index lock) before the runtime goes."""
-        pending = [t for t in (self._opening, self._before) if t is not None]
+        """Stop, then wait for the snapshots in flight to see it (their git is gone already:
+        this is a moment, not the rest of a snapshot)."""
+        self.stop()
+        pending = [t for t in (self._opening, self._before, self._after) if t is not None]
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
