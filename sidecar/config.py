@@ -42,6 +42,7 @@ class Config:
     checkpoints: bool = True
     spool_cap: int = 64 * 1024 * 1024
     checkpoint_max_file_bytes: int = 10 * 1024 * 1024
+    checkpoint_max_files: int = 100_000  # 0: no bound (sidecar/checkpoints/store.py)
     # --store postgres: the libpq URL (its password is never shown), the timeout of a
     # request's waits, the pool size; and the host id leases name (pids are compared
     # only between sidecars with the same one).
@@ -158,6 +159,13 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="files larger than this are left out of checkpoints (listed as skipped)",
     )
     parser.add_argument(
+        "--checkpoint-max-files",
+        type=int,
+        default=100_000,
+        help="a session directory with more files than this (what .gitignore leaves in) is "
+        "not checkpointed, and says so (0: no bound)",
+    )
+    parser.add_argument(
         "--no-checkpoints",
         action="store_true",
         help="take no checkpoints of the working tree (no changes lists, no code rewind)",
@@ -168,6 +176,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
         parser.error("--tool-spool-cap must be >= 0")
     if args.checkpoint_max_file_bytes <= 0:
         parser.error("--checkpoint-max-file-bytes must be positive")
+    if args.checkpoint_max_files < 0:
+        parser.error("--checkpoint-max-files must be >= 0 (0: no bound)")
     if args.mcp_start_timeout <= 0 or args.mcp_call_timeout <= 0:
         parser.error("--mcp-start-timeout and --mcp-call-timeout must be positive")
     for name in ("max_tokens", "thinking_budget", "context_window"):
@@ -210,6 +220,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         checkpoints=not args.no_checkpoints,
         spool_cap=args.tool_spool_cap,
         checkpoint_max_file_bytes=args.checkpoint_max_file_bytes,
+        checkpoint_max_files=args.checkpoint_max_files,
         database_url=args.database_url,
         db_timeout=args.db_timeout,
         db_pool_size=args.db_pool_size,
@@ -236,11 +247,31 @@ async def open_store(config: Config) -> SessionStore:
 
 def checkpoint_store(config: Config) -> CheckpointStore:
     root = config.data_dir / "checkpoints" if config.checkpoints else None
-    return CheckpointStore(root, config.checkpoint_max_file_bytes)
+    return CheckpointStore(
+        root,
+        config.checkpoint_max_file_bytes,
+        max_files=config.checkpoint_max_files,
+        data_dir=config.data_dir,
+    )
 
 
 def output_spools(config: Config) -> OutputSpools:
     return OutputSpools(config.data_dir / "output", config.spool_cap)
+
+
+def hidden_dirs(config: Config) -> tuple[str, ...]:
+    """What no sandboxed command or MCP server may see (sidecar/agent/sandbox.py: `hide`):
+    this sidecar's data dir (store, checkpoints, output spools: every session's transcript
+    and MCP secrets), the user's default one and SIDECAR_DATA_DIR's (other sidecars of
+    ours), and the user config dir the window keeps its MCP server definitions in."""
+    dirs = [
+        config.data_dir,
+        Path(platformdirs.user_data_dir(APP_NAME)),
+        Path(platformdirs.user_config_dir(APP_NAME)),
+    ]
+    if os.environ.get("SIDECAR_DATA_DIR"):
+        dirs.append(Path(os.environ["SIDECAR_DATA_DIR"]).expanduser())
+    return tuple(dict.fromkeys(str(path.resolve()) for path in dirs))
 
 
 def provider_problem(config: Config) -> str | None:

@@ -60,6 +60,8 @@ class RuntimeDeps:
     mcp: McpSettings = McpSettings()
     checkpoints: CheckpointStore = field(default_factory=lambda: CheckpointStore(None))
     spools: OutputSpools = field(default_factory=lambda: OutputSpools(None))
+    # Directories no command or MCP server may see (the data and config dirs): sandbox.wrap.
+    hide: tuple[str, ...] = ()
 
 
 class SessionRuntime:
@@ -84,7 +86,12 @@ class SessionRuntime:
         self.turns = TurnRunner(self, deps.context_budget)
         self.approvals = ApprovalDesk(self, deps.asker)
         self.mcp = McpTools(
-            record.mcp_servers, deps.mcp, deps.limits.output_cap, record.cwd, deps.sandbox
+            record.mcp_servers,
+            deps.mcp,
+            deps.limits.output_cap,
+            record.cwd,
+            deps.sandbox,
+            hide=deps.hide,
         )
         self.checkpoints = TurnCheckpoints(deps.checkpoints, record.session_id, record.cwd)
 
@@ -169,6 +176,7 @@ class SessionRuntime:
     async def _close(self) -> None:
         """Staged: closing is written first, the runtime's resources are released whatever
         happens (even if the store cannot be written), and closed is written last."""
+        self.checkpoints.stop()  # first: closing never waits on a snapshot
         writable = not self.superseded
         failure: StoreError | None = None
         if writable:
@@ -284,7 +292,11 @@ class SessionRuntime:
         session's sandbox mode. Raises SandboxUnavailable (nothing runs) without bwrap."""
         bwrap = sandbox.require(self._deps.sandbox)
         argv = sandbox.wrap(
-            ["bash", "-c", command], mode=self.sandbox_mode, cwd=self.cwd, bwrap=bwrap
+            ["bash", "-c", command],
+            mode=self.sandbox_mode,
+            cwd=self.cwd,
+            bwrap=bwrap,
+            hide=self._deps.hide,
         )
         if self.backend is Backend.PTY:
             return await run_command_pty(argv, self.cwd, self.limits, self.terminal, output)
