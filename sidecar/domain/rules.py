@@ -7,6 +7,14 @@ starts with the value, followed by the end or a space). Deny wins over allow. No
 the model writes is ever a pattern: rules come from the user (an "always" answer, or
 `_session/permissions/set`).
 
+For the file tools that write (`write_file`, `edit_file`), whose subject is the path as
+shown (relative to the cwd when inside it, absolute otherwise), `prefix` is by directory:
+the value names a directory (`src/`, the trailing slash optional) and covers it and every
+path below it, compared whole component by component after normalizing both sides
+(`./src//` is `src`), so `src/` covers `src/a.py` and `src/lib/b.py` but not `srcs/c.py`.
+A relative directory never reaches out of the cwd: a value that climbs with `..` is
+refused when the rule is made, and a relative rule never covers an absolute path.
+
 A command prefix rule never matches a command line that chains or redirects
 (`;`, `&`, `|`, `` ` ``, `$(`, `>`, `<`, newline): "allow `git log`" must not allow
 `git log; rm -rf ~`.
@@ -15,6 +23,7 @@ A command prefix rule never matches a command line that chains or redirects
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -25,6 +34,8 @@ from sidecar.domain.errors import InvalidInput
 MAX_RULES: Final = 500
 MAX_VALUE: Final = 4096
 SHELL_CONTROL: Final = (";", "&", "|", "`", "$(", ">", "<", "\n", "\r")
+# The tools whose subject is a path (agent/tools/files.py: WRITES; a test holds them equal).
+PATH_TOOLS: Final = frozenset({"write_file", "edit_file"})
 
 
 class Decision(StrEnum):
@@ -49,6 +60,8 @@ class Rule:
             return False
         if self.match is Match.EXACT:
             return subject == self.value
+        if tool in PATH_TOOLS:
+            return _below(subject, self.value)
         if tool == "bash" and any(mark in subject for mark in SHELL_CONTROL):
             return False
         return subject == self.value or subject.startswith(self.value + " ")
@@ -60,6 +73,25 @@ class Rule:
             "match": self.match.value,
             "value": self.value,
         }
+
+
+def _normal(path: str) -> str:
+    """`./src//a.py` -> `src/a.py`; `''` and `./` -> `.`; an absolute path stays absolute."""
+    return posixpath.normpath(path) if path else "."
+
+
+def _climbs(normal: str) -> bool:
+    return normal == ".." or normal.startswith("../")
+
+
+def _below(subject: str, directory: str) -> bool:
+    """Whether the path `subject` is `directory` or below it (see the module docstring)."""
+    base, path = _normal(directory), _normal(subject)
+    if _climbs(base) or _climbs(path) or posixpath.isabs(base) != posixpath.isabs(path):
+        return False
+    if base in (".", "/"):
+        return True
+    return path == base or path.startswith(base + "/")
 
 
 def decide(rules: Iterable[Rule], tool: str, subject: str) -> Decision | None:
@@ -104,6 +136,11 @@ def parse_rules(raw: Any) -> tuple[Rule, ...]:
             Match(_field(item, index, "match", [m.value for m in Match])),
             _field(item, index, "value", None),
         )
+        if rule.tool in PATH_TOOLS and rule.match is Match.PREFIX and _climbs(_normal(rule.value)):
+            raise InvalidInput(
+                f"rules.{index}.value",
+                f"a directory rule must stay inside the cwd, got {rule.value!r} (it climbs with ..)",
+            )
         if rule not in parsed:
             parsed.append(rule)
     return tuple(parsed)
