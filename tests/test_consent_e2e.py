@@ -226,6 +226,28 @@ async def test_a_command_asks_first_with_what_will_run(sidecar: Sidecar, workspa
     assert started and started[-1]["toolCallId"] == call["toolCallId"]
 
 
+async def test_every_permission_request_says_where_it_acts_in_acp_shape(
+    sidecar: Sidecar, workspace: Path
+) -> None:
+    """`toolCall.locations`: a command's cwd; a write's file (line 1); an edit's file at its
+    first changed line. Every request validates against the ACP SDK's own schema."""
+    from acp.schema import RequestPermissionRequest
+
+    (workspace / "notes.txt").write_text("one\ntwo\nthree\n")
+    sid = (await sidecar.new_session(workspace))["sessionId"]
+    await sidecar.prompt(sid, "$ true")
+    await sidecar.prompt(sid, "/write todo.md buy milk")
+    await sidecar.prompt(sid, "/edit notes.txt three THREE")
+    assert [asked["toolCall"]["locations"] for asked in sidecar.asked] == [
+        [{"path": str(workspace)}],
+        [{"path": str(workspace / "todo.md"), "line": 1}],
+        [{"path": str(workspace / "notes.txt"), "line": 3}],
+    ]
+    for asked in sidecar.asked:
+        parsed = RequestPermissionRequest.model_validate(asked)
+        assert parsed.tool_call.locations and parsed.tool_call.locations[0].path.startswith("/")
+
+
 @pytest.mark.parametrize(
     ("answer", "why"),
     [

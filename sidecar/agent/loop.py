@@ -111,7 +111,15 @@ async def _run_command(host: TurnHost, call: ToolCall) -> None:
         # A command the OS lets write (or reach the network) may change things: the
         # session's rules, its approval setting, and if need be the user, decide first.
         request = PermissionRequest(
-            call.id, call.name, command, ToolKind.EXECUTE, command, raw_input, host.cwd, sandbox
+            call.id,
+            call.name,
+            command,
+            ToolKind.EXECUTE,
+            command,
+            raw_input,
+            host.cwd,
+            sandbox,
+            locations=(Location(host.cwd),),  # where it runs: what a client shows and opens
         )
         if not await _consent(host, call, request):
             return
