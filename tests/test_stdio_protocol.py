@@ -268,7 +268,48 @@ async def test_json_that_is_not_a_request_is_invalid_request(raw: RawSidecar, va
     await raw.write(json.dumps(value).encode() + b"\n")
     reply = await raw.other()
     assert error_of(reply)["code"] == INVALID_REQUEST, reply
-    assert reply["id"] is None, reply
+    assert isinstance(reply["error"].get("data"), str), reply  # says what is wrong
+    # Answered by its id whenever the id can be read; null only when it cannot.
+    readable = isinstance(value, dict) and type(value.get("id")) in (str, int)
+    assert reply["id"] == (value["id"] if readable else None), reply
+    await raw.assert_alive()
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"jsonrpc": "2.0", "id": "c2", "method": "session/cancel", "params": 7}, "params"),
+        ({"jsonrpc": "2.0", "id": 9, "method": "session/list", "params": "x"}, "params"),
+        ({"jsonrpc": "2.0", "id": "v", "method": "session/list", "params": True}, "params"),
+        ({"jsonrpc": "1.0", "id": 2**70, "method": "session/list"}, "jsonrpc"),
+        ({"jsonrpc": "2.0", "id": -0.5, "method": 3}, "method"),
+        ({"jsonrpc": "2.0", "id": "x", "method": "session/list", "result": 1}, "result"),
+    ],
+    ids=["params-number", "params-string", "params-bool", "huge-id", "float-id", "extra"],
+)
+async def test_an_invalid_request_is_answered_by_its_id(
+    raw: RawSidecar, value: dict[str, Any], reason: str
+):
+    reply = await raw.send_line(json.dumps(value).encode() + b"\n", value["id"])
+    error = error_of(reply)
+    assert error["code"] == INVALID_REQUEST and reason in error["data"], reply
+    assert reply["id"] == value["id"] and type(reply["id"]) is type(value["id"]), reply
+    await raw.assert_alive()
+
+
+async def test_a_batch_answers_every_readable_id_even_beside_a_bad_item(raw: RawSidecar):
+    batch = [
+        {"jsonrpc": "2.0", "method": "session/list", "params": {}, "id": "ok"},
+        {"jsonrpc": "2.0", "method": "session/cancel", "params": 7, "id": "bad"},
+        {"jsonrpc": "2.0", "method": "session/list", "params": {}, "id": {"not": "an id"}},
+        {"jsonrpc": "2.0", "method": "session/list", "params": {}},  # a notification
+        7,
+    ]
+    await raw.write(json.dumps(batch).encode() + b"\n")
+    reply = await raw.other()
+    assert isinstance(reply, list) and [item["id"] for item in reply] == ["ok", "bad", None, None]
+    assert reply[0]["result"] == {"sessions": []}
+    assert [error_of(item)["code"] for item in reply[1:]] == [INVALID_REQUEST] * 3
     await raw.assert_alive()
 
 
@@ -762,17 +803,42 @@ def _run_property(data_dir: Path, check: Any, strategy: Any, max_examples: int) 
     assert len(ran) >= max_examples // 2, f"only {len(ran)} examples ran"
 
 
+def _answered_ids(value: Any) -> list[tuple[Any, bool]]:
+    """The ids the answers to `value` carry, in order, and whether each is an invalid
+    request: a response of the client's and a notification get none; anything else the
+    id it has when that can be read, else null."""
+    ids = []
+    for item in value if isinstance(value, list) else [value]:
+        if (
+            isinstance(item, dict)
+            and "method" not in item
+            and ("result" in item or "error" in item)
+        ):
+            continue  # a response (to a request of the sidecar's)
+        if _is_request_shaped(item) and "id" not in item:
+            continue  # a notification
+        readable = isinstance(item, dict) and type(item.get("id")) in (str, int, float)
+        ids.append((item["id"] if readable else None, not _is_request_shaped(item)))
+    return ids
+
+
 def test_random_json_lines_always_get_a_well_formed_error(tmp_path: Path):
     async def check(raw: RawSidecar, value: Any) -> None:
         line = json.dumps(value).encode() + b"\n"
         await raw.write(line)
-        if _is_request_shaped(value):  # vanishingly rare; just keep it answerable
+        expected = _answered_ids(value) if value != [] else [(None, True)]
+        if _is_request_shaped(value) or not expected:  # vanishingly rare
             await raw.assert_alive()
             return
         reply = await raw.other()
-        error = error_of(reply)
-        assert error["code"] == INVALID_REQUEST, (value, reply)
-        assert reply["id"] is None
+        if isinstance(value, list) and value:
+            assert isinstance(reply, list), (value, reply)  # a batch: a list of answers
+            replies = reply
+        else:
+            replies = [reply]
+        assert [item["id"] for item in replies] == [id for id, _ in expected], (value, reply)
+        for item, (_, invalid) in zip(replies, expected, strict=True):
+            assert not invalid or error_of(item)["code"] == INVALID_REQUEST, (value, reply)
         assert raw.process.returncode is None
 
     _run_property(tmp_path / "data", check, json_values, max_examples=100)
