@@ -23,6 +23,7 @@ from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.config import (
     Config,
     checkpoint_store,
+    hidden_dirs,
     model_lister,
     model_name,
     output_spools,
@@ -76,6 +77,7 @@ class Assembly:
                     mcp=McpSettings(config.mcp_start_timeout, config.mcp_call_timeout),
                     checkpoints=checkpoint_store(config),
                     spools=output_spools(config),
+                    hide=hidden_dirs(config),
                 ),
                 events=EventHub(notify),
                 leases=leases,

@@ -5,7 +5,8 @@ background when the runtime starts, so opening a session never waits on a slow s
 the first model call waits for them (bounded by the start timeout) so the model sees
 their tools. A server that fails does not fail the session: its status says why. Stdio
 servers run inside bubblewrap with their own PID namespace (sandbox `off`: a server
-needs the user's files and network), so none outlives the sidecar, even a SIGKILLed one.
+needs the user's files and network), so none outlives the sidecar, even a SIGKILLed one;
+the sidecar's data and config dirs are hidden from them as from commands.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +55,8 @@ class McpTools:
         output_cap: int,
         cwd: str,
         containment: SandboxStatus,
+        *,
+        hide: Sequence[str] = (),
     ) -> None:
         self._hub: McpHub | None = None
         self._starting: asyncio.Task[None] | None = None
@@ -69,7 +72,7 @@ class McpTools:
             start_timeout=settings.start_timeout,
             call_timeout=settings.call_timeout,
             output_cap=output_cap,
-            launcher=_contained(cwd, containment),
+            launcher=_contained(cwd, containment, hide),
             cwd=cwd,
             on_change=self._changed,
         )
@@ -139,12 +142,16 @@ class McpTools:
             await self._hub.aclose()
 
 
-def _contained(cwd: str, containment: SandboxStatus) -> Callable[[list[str]], list[str]]:
+def _contained(
+    cwd: str, containment: SandboxStatus, hide: Sequence[str]
+) -> Callable[[list[str]], list[str]]:
+    """Every stdio server in bubblewrap, mode `off`, the data and config dirs hidden."""
+
     def launch(argv: list[str]) -> list[str]:
         if not containment.available or containment.bwrap is None:
             log.warning("bubblewrap unavailable: MCP server %s runs uncontained", argv[:1])
             return argv
-        return sandbox.wrap(argv, mode=Sandbox.OFF, cwd=cwd, bwrap=containment.bwrap)
+        return sandbox.wrap(argv, mode=Sandbox.OFF, cwd=cwd, bwrap=containment.bwrap, hide=hide)
 
     return launch
 
