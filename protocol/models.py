@@ -372,6 +372,8 @@ class AssistantEntry(_Entry):
     type: Literal["assistant"]
     text: str
     tool_calls: list[ToolCallRef]
+    # The model's reasoning, where the provider streamed it (absent otherwise).
+    thought: str | None = None
 
 
 class ToolResultEntry(_Entry):

@@ -19,7 +19,9 @@ Standalone (end-to-end tests that run the sidecar as a subprocess)::
     GET  /v1/models  the `models` given (`--models a,b`); without any, 404 as before
 
 Reply objects ("type" is required; any reply may add "delay": seconds to wait before
-answering, "chunk_delay": seconds between streamed chunks, "finish_reason": override)::
+answering, "chunk_delay": seconds between streamed chunks, "finish_reason": override, and
+"reasoning": text streamed word by word as `reasoning_content` deltas before the rest, as
+OpenAI-compatible reasoning servers (DeepSeek, vLLM) do)::
 
     {"type": "text", "text": "Hello world"}                  # streamed word by word
     {"type": "text", "chunks": ["Hel", "lo"]}                # explicit chunks
@@ -194,6 +196,8 @@ class FakeChatServer:
         out: list[tuple[dict[str, Any], str | None]] = [
             ({"role": "assistant", "content": ""}, None)
         ]
+        for piece in re.findall(r"\s*\S+\s*", reply.get("reasoning", "")):
+            out.append(({"reasoning_content": piece}, None))
         for piece in reply.get("chunks") or re.findall(r"\s*\S+\s*", text) or []:
             out.append(({"content": piece}, None))
         for i, c in enumerate(calls):  # as OpenAI does: id + name first, then argument pieces

@@ -66,13 +66,16 @@ def entry(index: int, item: Entry) -> dict[str, Any]:
                     "input": arguments,
                 }
             )
-        return {
+        shaped: dict[str, Any] = {
             "index": index,
             "type": "assistant",
             "text": item.text,
             "toolCalls": calls,
             "createdAt": item.created_at,
         }
+        if item.thought:  # the model's reasoning, where the provider streamed it
+            shaped["thought"] = item.thought
+        return shaped
     if isinstance(item, ToolResultEntry):
         return {
             "index": index,
