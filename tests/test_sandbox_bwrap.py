@@ -642,3 +642,120 @@ def test_wrap_refuses_cwds_that_would_punch_holes() -> None:
                 wrap(["true"], mode=mode, cwd=cwd)
     with pytest.raises(ValueError):
         wrap(["true"], mode=WS, cwd="/")
+
+
+# --- the kernel's interfaces and hidden dirs -----------------------------------------
+
+
+def at(argv: list[str], *options: str) -> int:
+    """Where `options` appear together in `argv` (a test failure if they do not)."""
+    for index in range(len(argv) - len(options) + 1):
+        if tuple(argv[index : index + len(options)]) == options:
+            return index
+    raise AssertionError(f"{options} not in {argv}")
+
+
+@pytest.mark.parametrize("mode", list(SandboxMode))
+def test_wrap_covers_the_kernel_interfaces_after_its_proc(mode: SandboxMode) -> None:
+    argv = wrap(["true"], mode=mode, cwd="/var")
+    proc = at(argv, "--proc", "/proc")
+    for path in ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs"):
+        assert at(argv, "--ro-bind-try", path, path) > proc  # over the new /proc, not under
+    for path in ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug"):
+        if os.path.isfile(path):
+            assert at(argv, "--ro-bind", "/dev/null", path) > proc
+        else:
+            assert path not in argv  # bwrap could not mount over a missing file
+    for path in ("/proc/acpi", "/proc/scsi", "/sys/firmware"):
+        if os.path.isdir(path):
+            assert at(argv, "--remount-ro", path) > at(argv, "--tmpfs", path) > proc
+        else:
+            assert path not in argv
+    if mode is OFF:  # / is bound read-write there: /sys needs its own read-only bind
+        assert at(argv, "--ro-bind", "/sys", "/sys") > at(argv, "--bind", "/", "/")
+    assert at(argv, "--chdir", "/var") > proc
+
+
+def test_wrap_hides_dirs_before_or_after_the_cwd_bind(tmp_path: Path) -> None:
+    cwd, beside, holder = tmp_path / "home", tmp_path / "data", tmp_path / "keep"
+    inside, inner = cwd / ".local" / "share" / "acp", beside / "nested"
+    for path in (inside, inner, holder / "worktree"):
+        path.mkdir(parents=True)
+    hide = [str(beside), str(inside), str(inner), str(tmp_path / "missing"), str(beside)]
+    for mode in (RO, WS):
+        argv = wrap(["true"], mode=mode, cwd=str(cwd), hide=hide)
+        bind = at(argv, "--bind" if mode is WS else "--ro-bind", str(cwd), str(cwd))
+        assert at(argv, "--tmpfs", str(beside)) < bind < at(argv, "--remount-ro", str(beside))
+        assert bind < at(argv, "--tmpfs", str(inside)) < at(argv, "--remount-ro", str(inside))
+        assert argv.count(str(beside)) == 2  # given twice, covered once
+        assert str(inner) not in argv  # inside a hidden dir: nothing to mount it on
+        assert str(tmp_path / "missing") not in argv
+        assert at(argv, "--tmpfs", "/tmp") < at(argv, "--tmpfs", str(beside))
+    # A cwd inside a hidden dir is bound again over its tmpfs, in `off` too.
+    tree = holder / "worktree"
+    for mode in SandboxMode:
+        argv = wrap(["true"], mode=mode, cwd=str(tree), hide=[str(holder)])
+        binding = "--ro-bind" if mode is RO else "--bind"
+        bind = at(argv, binding, str(tree), str(tree))
+        assert at(argv, "--tmpfs", str(holder)) < bind < at(argv, "--remount-ro", str(holder))
+    argv = wrap(["true"], mode=OFF, cwd=str(cwd), hide=[str(beside), str(inside)])
+    assert str(cwd) not in argv[: at(argv, "--chdir")]  # nothing to bind again in `off`
+    assert at(argv, "--tmpfs", str(inside)) < at(argv, "--proc", "/proc")
+    # Callers that pass no `hide` get no tmpfs but the usual ones and the kernel's masks.
+    for mode in SandboxMode:
+        argv = wrap(["true"], mode=mode, cwd=str(cwd))
+        tmpfs = {argv[i + 1] for i, option in enumerate(argv) if option == "--tmpfs"}
+        assert tmpfs <= {"/tmp", "/run", "/proc/acpi", "/proc/scsi", "/sys/firmware"}
+
+
+def test_wrap_refuses_to_hide_a_relative_path_or_the_root() -> None:
+    for hide in (["data"], ["/"], ["/var/.."]):
+        with pytest.raises(ValueError, match="hid"):
+            wrap(["true"], mode=RO, cwd="/var", hide=hide)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", [RO, WS, OFF])
+def test_kernel_settings_are_read_only_even_to_root(workspace: Path, mode: SandboxMode) -> None:
+    # Before: as real root bwrap's /proc/sys was writable in every mode (exit 0); as
+    # non-root the write failed EACCES, and now EROFS as well.
+    done = run(
+        "cat /proc/sys/kernel/hostname > /proc/sys/kernel/hostname; echo rc=$?; "
+        "test -w /proc/sys/vm/drop_caches || echo ro; test -w /sys/kernel || echo ro",
+        mode,
+        workspace,
+    )
+    assert done.stdout.split() == ["rc=1", "ro", "ro"], done.stderr
+    assert "Read-only file system" in done.stderr
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", [RO, WS, OFF])
+def test_hidden_dirs_are_empty_and_sealed(
+    outside_tmp: Path, workspace: Path, mode: SandboxMode
+) -> None:
+    data = outside_tmp / "data"
+    (data / "checkpoints").mkdir(parents=True)
+    (data / "sessions.db").write_text("secret\n")
+    inside = workspace / "cache"
+    inside.mkdir()
+    (inside / "x").write_text("hidden too\n")
+    script = (
+        f"ls -A {data} {inside}; cat {data}/sessions.db; echo x > {data}/new; "
+        "echo rc=$?; cat readme.txt"
+    )
+    argv = wrap(
+        ["bash", "-c", script],
+        mode=mode,
+        cwd=str(workspace),
+        bwrap=BWRAP,
+        hide=[str(data), str(inside)],
+    )
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=TIMEOUT, start_new_session=True
+    )
+    assert "secret" not in done.stdout and "checkpoints" not in done.stdout
+    assert "rc=1" in done.stdout and "Read-only file system" in done.stderr
+    assert "hello from the host" in done.stdout
+    assert sorted(p.name for p in data.iterdir()) == ["checkpoints", "sessions.db"]
+    assert (inside / "x").read_text() == "hidden too\n"
