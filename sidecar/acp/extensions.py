@@ -30,6 +30,7 @@ from sidecar.acp.permissions import request_params
 from sidecar.acp.server import RpcServer
 from sidecar.acp.session_config import SidecarCommand
 from sidecar.acp.updates import session_update
+from sidecar.core.export_files import read_export
 from sidecar.core.manager import SessionManager
 from sidecar.core.views import CompactionOutcome
 from sidecar.domain.errors import InvalidInput, InvalidState, SessionNotLive
@@ -107,20 +108,6 @@ async def _write_file(path: str, chunks: AsyncIterator[str]) -> int:
             os.unlink(temporary)
         raise
     return size
-
-
-def _read_export(path: str) -> str:
-    try:
-        with open(path, "rb") as source:
-            data = source.read(IMPORT_MAX + 1)
-    except OSError as exc:
-        raise InvalidInput("path", f"cannot read {path}: {exc.strerror}") from None
-    if len(data) > IMPORT_MAX:
-        raise InvalidInput("path", f"{path} is over {IMPORT_MAX // (1024 * 1024)} MiB")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput("path", f"{path} is not UTF-8 text ({exc.reason})") from None
 
 
 def _whole_characters(data: bytes) -> bytes:
@@ -270,7 +257,8 @@ class ExtensionHandlers:
         session and its whole transcript stored in one transaction (all or nothing)."""
         request = ImportParams.model_validate(params)
         if request.path is not None:
-            text = await asyncio.to_thread(_read_export, _absolute("path", request.path))
+            path = _absolute("path", request.path)
+            text = await asyncio.to_thread(read_export, path, IMPORT_MAX)
         else:
             assert request.content is not None
             text = request.content
