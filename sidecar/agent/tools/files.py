@@ -4,18 +4,27 @@ Paths are relative to the session cwd (absolute ones are taken as they are) and 
 through symlinks before anything is decided: a write whose real target lies outside the
 cwd is refused unless the session's sandbox is `off`, whatever the path looks like (`..`,
 a symlink in the cwd pointing out). Every failure is a tool result the model can read
-(`ToolError`), never an exception out of the turn. Output is bounded: a read returns at
-most `MAX_READ_LINES` lines / `MAX_READ_BYTES`, a listing at most `MAX_LIST` paths.
+(`ToolError`: an OSError of any kind names the path and the cause), never an exception
+out of the turn. Files are opened non-blocking and read bounded, so a FIFO or a special
+file planted in the cwd is refused instead of hanging the turn. Output is bounded: a read
+returns at most `MAX_READ_LINES` lines / `MAX_READ_BYTES`, a listing at most `MAX_LIST`
+paths.
 
-A write is planned first (`plan_write`: the file's current text and the new one, so the
-user approves exactly that diff) and applied later (`apply_write`), which refuses if the
-file changed in between: nothing is ever silently overwritten.
+A write is planned first (`plan_write`: the file's real path, its current text and the
+new one, so the user approves exactly that diff) and applied later (`apply_write`), which
+refuses if the file changed in between: nothing is ever silently overwritten. The approval
+is of the real path: `safe_write.replace` reaches it again without following any symlink,
+so a symlink put in its place or in place of a parent directory meanwhile (by the agent's
+own commands, say) is refused, never followed out of the cwd. A write through a symlink
+whose target is in the cwd writes that target (the link stays); one whose target is
+outside is refused like any path outside. A new file is 0644; an existing one keeps its
+mode.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
-import hashlib
 import json
 import os
 import stat
@@ -25,6 +34,7 @@ from typing import Any, Final
 
 import pathspec
 
+from sidecar.agent.tools import safe_write
 from sidecar.domain.events import ToolKind
 
 READ_FILE: Final = "read_file"
@@ -167,23 +177,52 @@ def shown(cwd: str, target: Path) -> str:
     return os.path.relpath(target, os.path.realpath(cwd)) if inside(cwd, target) else str(target)
 
 
-def _read_bytes(target: Path) -> bytes:
+def failed(target: Path, exc: OSError) -> ToolError:
+    """An OSError on `target` in words: the path and the cause (never the errno alone)."""
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"{target} does not exist")
+    if isinstance(exc, PermissionError):
+        return ToolError(f"{target}: permission denied")
+    if exc.errno == errno.ENOTDIR:
+        return ToolError(f"{target}: one of its parents is not a directory")
+    return ToolError(f"{target}: {exc.strerror or exc}")
+
+
+_READ: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+def _read_existing(target: Path) -> bytes | None:
+    """The bytes of the regular file `target` (a real path), None if there is none.
+    Opened without following a symlink (the path was resolved: one there now is a loop or
+    was put there since) and without blocking (a FIFO opens, then is refused)."""
     try:
-        info = target.stat()
+        fd = os.open(target, _READ)
     except FileNotFoundError:
-        raise ToolError(f"{target} does not exist") from None
-    except PermissionError:
-        raise ToolError(f"{target}: permission denied") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{target} is a directory (list_files lists it)")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{target} is not a regular file")
-    if info.st_size > MAX_FILE_BYTES:
-        raise ToolError(f"{target} is {info.st_size} bytes: too large (limit {MAX_FILE_BYTES})")
+        return None
+    except OSError as exc:
+        raise failed(target, exc) from None
     try:
-        return target.read_bytes()
-    except PermissionError:
-        raise ToolError(f"{target}: permission denied") from None
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{target} is a directory (list_files lists it)")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{target} is not a regular file")
+        data = safe_write.read_at_most(fd, MAX_FILE_BYTES)
+    except OSError as exc:
+        raise failed(target, exc) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        size = max(info.st_size, len(data))
+        raise ToolError(f"{target} is {size} bytes: too large (limit {MAX_FILE_BYTES})")
+    return data
+
+
+def _read_bytes(target: Path) -> bytes:
+    data = _read_existing(target)
+    if data is None:
+        raise ToolError(f"{target} does not exist")
+    return data
 
 
 def _decode(target: Path, data: bytes) -> str:
@@ -224,16 +263,22 @@ def read_file(cwd: str, args: dict[str, Any]) -> tuple[str, Path]:
 
 def _ignores(directory: Path) -> pathspec.GitIgnoreSpec | None:
     try:
-        text = (directory / ".gitignore").read_text(errors="replace")
-    except OSError:
+        data = _read_existing(directory / ".gitignore")
+    except ToolError:  # a .gitignore that cannot be read ignores nothing
         return None
-    return pathspec.GitIgnoreSpec.from_lines(text.splitlines())
+    if data is None:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(data.decode(errors="replace").splitlines())
 
 
 def list_files(cwd: str, args: dict[str, Any]) -> tuple[str, Path]:
     top = resolve(cwd, _text(args, "path", required=False) or ".")
     pattern = _text(args, "pattern", required=False)
-    if not top.is_dir():
+    try:
+        is_dir = stat.S_ISDIR(os.stat(top).st_mode)
+    except OSError as exc:
+        raise failed(top, exc) from None
+    if not is_dir:
         raise ToolError(f"{top} is not a directory")
     found: list[str] = []
     more = False
@@ -289,15 +334,6 @@ class PlannedWrite:
         return f"{verb} {self.display} ({len(self.new_text.splitlines())} lines)."
 
 
-def _fingerprint(target: Path) -> str | None:
-    try:
-        return hashlib.sha256(target.read_bytes()).hexdigest()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ToolError(f"{target}: {exc.strerror or exc}") from None
-
-
 def _first_change(old: str, new: str) -> int:
     for number, (a, b) in enumerate(zip(old.splitlines(), new.splitlines(), strict=False), 1):
         if a != b:
@@ -312,10 +348,15 @@ def plan_write(cwd: str, name: str, args: dict[str, Any], may_leave_cwd: bool) -
             f"refused: {target} is outside the session directory {cwd} "
             "(only the sandbox setting 'off' allows writes there)"
         )
-    if target.is_dir():
-        raise ToolError(f"{target} is a directory")
-    exists = target.exists()
-    old = _decode(target, _read_bytes(target)) if exists else None
+    try:
+        if stat.S_ISDIR(os.stat(target).st_mode):
+            raise ToolError(f"{target} is a directory")
+    except FileNotFoundError:
+        pass  # a new file (its parents are made when it is written)
+    except OSError as exc:
+        raise failed(target, exc) from None
+    old_data = _read_existing(target)
+    old = None if old_data is None else _decode(target, old_data)
     if name == WRITE_FILE:
         new = _text(args, "content")
     else:
@@ -334,32 +375,33 @@ def plan_write(cwd: str, name: str, args: dict[str, Any], may_leave_cwd: bool) -
                 "or set replace_all"
             )
         new = old.replace(find, replacement) if replace_all else old.replace(find, replacement, 1)
-    if len(new.encode()) > MAX_WRITE_BYTES:
+    try:
+        size = len(new.encode())
+    except UnicodeEncodeError:
+        raise ToolError("the new text is not valid Unicode (it has a lone surrogate)") from None
+    if size > MAX_WRITE_BYTES:
         raise ToolError(f"refused: more than {MAX_WRITE_BYTES} bytes")
     return PlannedWrite(
         target,
         shown(cwd, target),
         old,
         new,
-        _fingerprint(target),
+        safe_write.fingerprint(old_data),
         _first_change(old or "", new),
     )
 
 
 def apply_write(plan: PlannedWrite) -> str:
-    """Write exactly what was approved; refused if the file changed since it was planned."""
-    if _fingerprint(plan.target) != plan.fingerprint:
-        raise ToolError(
-            f"refused: {plan.display} changed since the write was approved; read it again and retry"
-        )
+    """Write exactly what was approved, at the path approved; refused if the file or any
+    directory on its path changed since it was planned."""
     try:
-        plan.target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = plan.target.with_name(f".{plan.target.name}.tmp-{os.getpid()}")
-        mode = plan.target.stat().st_mode & 0o7777 if plan.target.exists() else 0o644
-        with open(tmp, "w", encoding="utf-8", newline="") as handle:
-            handle.write(plan.new_text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, plan.target)
+        safe_write.replace(plan.target, plan.new_text.encode(), plan.fingerprint, MAX_FILE_BYTES)
+    except safe_write.Changed as exc:
+        what = f" ({exc}); nothing was written" if str(exc) else ""
+        raise ToolError(
+            f"refused: {plan.display} changed since the write was approved{what}; "
+            "read it again and retry"
+        ) from None
     except OSError as exc:
         raise ToolError(f"writing {plan.display} failed: {exc.strerror or exc}") from None
     return plan.summary()
