@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run sidecar test venv lint system-deps
+.PHONY: run sidecar test test-unprivileged venv lint system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,3 +34,8 @@ lint: venv
 # pytest exits non-zero (5) when no test ran, so an empty run fails too.
 test: system-deps lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Only the group that runs the sidecar as a normal user (`make test` runs it too; as root
+# it creates the user acp-tester: tests/unprivileged.py).
+test-unprivileged: system-deps venv
+	$(BIN)/python -m pytest -m unprivileged $(PYTEST_ARGS)

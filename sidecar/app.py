@@ -6,7 +6,10 @@ is imported in a worker thread, then ACP's schema, which the first requests
 (`session/new`, `session/list`, `_session/status`) do not wait for. Every other method is
 registered from the start and simply waits until the heavy half is built and the store
 is reconciled, so no request is refused or reordered by the split; once it is, the real
-handlers replace the waiting ones.
+handlers replace the waiting ones. The sandbox self-test starts even earlier
+(`sidecar/early_probe.py`, from `__main__`): `initialize` waits for its verdict (at most
+`SANDBOX_WAIT`; it is done by then in practice) to say in its `_meta` that no command
+could run.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from concurrent import futures
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
+from sidecar import early_probe
 from sidecar.acp import preload
 from sidecar.acp.initialize import ClientOptions, initialize_handler
 from sidecar.acp.server import RpcServer
@@ -33,6 +39,7 @@ from sidecar.store.base import ChangeFeed, SessionStore
 from sidecar.store.unavailable import UnavailableStore
 
 if TYPE_CHECKING:
+    from sidecar.agent.sandbox import SandboxStatus
     from sidecar.wiring import Assembly
 
 log = logging.getLogger("sidecar")
@@ -65,26 +72,43 @@ def _load_heavy() -> type[Assembly]:
     return load_assembly()
 
 
+def _settle(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _sandbox_verdict(loop: asyncio.AbstractEventLoop) -> asyncio.Future[str | None]:
+    """The early sandbox self-test's problem (None: commands can be sandboxed), as a future
+    of the loop, for `initialize`; the self-test starts now if `__main__` did not start it."""
+    verdict: asyncio.Future[str | None] = loop.create_future()
+
+    def done(probe: Future[SandboxStatus]) -> None:
+        error = probe.exception()
+        problem = None if error is not None else early_probe.problem(probe.result())
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+            loop.call_soon_threadsafe(_settle, verdict, problem, error)
+
+    early_probe.start().add_done_callback(done)
+    return verdict
+
+
 def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assembly]]:
-    """`_load_heavy` in a daemon thread (not the default executor, which an exit joins)."""
+    """`_load_heavy` in a daemon thread (not the default executor, which an exit joins),
+    once the early sandbox self-test is done (its verdict is then cached: no second run)."""
     future: asyncio.Future[type[Assembly]] = loop.create_future()
 
-    def settle(result: type[Assembly] | None, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            assert result is not None
-            future.set_result(result)
-
     def work() -> None:
+        futures.wait([early_probe.start()])
         try:
             result, error = _load_heavy(), None
         except BaseException as exc:  # noqa: BLE001 (handed to the loop, raised there)
             result, error = None, exc
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
-            loop.call_soon_threadsafe(settle, result, error)
+            loop.call_soon_threadsafe(_settle, future, result, error)
         if error is None:
             preload.ACP.ensure()  # then what the other methods and ACP updates need
             threading.Event().wait(RARE_AFTER)  # not competing with the first requests
@@ -105,6 +129,7 @@ def _deferred(name: str, ready: asyncio.Future[dict[str, Handler]]) -> Handler:
 
 async def run(config: Config) -> int:
     loop = asyncio.get_running_loop()
+    probing = _sandbox_verdict(loop)
     loading = _start_loading(loop)
     protocol_out = reserve_stdout()
     writer = LineWriter(protocol_out)
@@ -125,7 +150,9 @@ async def run(config: Config) -> int:
     provider = provider_problem(config)
     if provider is not None:
         log.warning("the %s provider cannot work: %s", config.provider, provider)
-    server.register(Method.INITIALIZE, initialize_handler(lambda: store_problem, client, provider))
+    server.register(
+        Method.INITIALIZE, initialize_handler(lambda: store_problem, client, provider, probing)
+    )
     for name in (*ACP_METHODS, *EXTENSION_METHODS):
         if name != Method.INITIALIZE:
             server.register(name, _deferred(name, ready))

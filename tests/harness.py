@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -54,9 +55,16 @@ class Sidecar:
         asyncio.get_running_loop().create_task(wake())
 
     @classmethod
-    async def start(cls, data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Sidecar:
+    async def start(
+        cls,
+        data_dir: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        python: str = sys.executable,
+    ) -> Sidecar:
+        """`python`: what runs `-m sidecar` (tests/unprivileged.py: a launcher as a user)."""
         client = await SidecarClient.spawn(
-            ["--data-dir", str(data_dir), "--log-level", "DEBUG", *args], env=env
+            ["--data-dir", str(data_dir), "--log-level", "DEBUG", *args], env=env, python=python
         )
         sidecar = cls(client)
         # Ask for our extension notifications (_session/state, ...), as the desktop does.

@@ -4,16 +4,26 @@ The sidecar starts serving before ACP's schema module, aiohttp and the provider 
 are imported: a client's first request is answered at once, and every other method
 waits for those imports (see `sidecar/wiring.py`). So this reply is built by hand;
 `tests/test_acp_interop.py` checks that the official SDK parses it unchanged.
+
+Its `_meta` names what will not work before anything is tried: the store, the provider,
+and the command sandbox (`sandboxProblem`, the same text session summaries carry). The
+sandbox self-test (a bwrap run, 10-30 ms) starts before the light half is imported
+(`sidecar/early_probe.py`) and is done by the first request; `initialize` waits for it
+all the same, but never longer than `SANDBOX_WAIT`: a self-test still running then is
+left out, and said by every session's `sandboxProblem` instead.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.methods import EXTENSION_KEY, PROTOCOL_VERSION
 from protocol.version import VERSION
+
+SANDBOX_WAIT = 1.0  # seconds `initialize` may wait for the sandbox self-test's verdict
 
 
 def client_capabilities(params: dict[str, Any]) -> dict[str, Any] | None:
@@ -49,7 +59,9 @@ class ClientOptions:
 
 
 def initialize_result(
-    store_problem: str | None, provider_problem: str | None = None
+    store_problem: str | None,
+    provider_problem: str | None = None,
+    sandbox_problem: str | None = None,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
         # We speak exactly one version; ACP: answer with it, the client decides.
@@ -75,18 +87,36 @@ def initialize_result(
         meta["storeError"] = store_problem
     if provider_problem is not None:
         meta["providerProblem"] = provider_problem  # e.g. no API key: said before any prompt
+    if sandbox_problem is not None:
+        meta["sandboxProblem"] = sandbox_problem  # no command can run: bwrap cannot start
     if meta:
         result["_meta"] = meta
     return result
+
+
+async def sandbox_verdict(probing: asyncio.Future[str | None] | None) -> str | None:
+    """The self-test's problem (None: the sandbox works, or no verdict within
+    SANDBOX_WAIT); the future is shared by every `initialize`, and never cancelled."""
+    if probing is None:
+        return None
+    if not probing.done():
+        await asyncio.wait({probing}, timeout=SANDBOX_WAIT)  # cancels nothing on timeout
+    if not probing.done() or probing.cancelled() or probing.exception() is not None:
+        return None
+    return probing.result()
 
 
 def initialize_handler(
     store_problem: Callable[[], str | None],
     client: ClientOptions,
     provider_problem: str | None = None,
+    sandbox: asyncio.Future[str | None] | None = None,
 ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
+    """`sandbox`: the start-up's self-test, settled with its problem (None: it works)."""
+
     async def initialize(params: dict[str, Any]) -> dict[str, Any]:
         client.read(client_capabilities(params))  # refuses malformed params
-        return initialize_result(store_problem(), provider_problem)
+        problem = await sandbox_verdict(sandbox)
+        return initialize_result(store_problem(), provider_problem, problem)
 
     return initialize
