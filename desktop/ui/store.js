@@ -1,0 +1,425 @@
+// The page's state and the rules that change it: no DOM, no bridge, so node can test it
+// (`node --test tests/ui/`). The views read `state` and draw; bridge.js and the views call
+// these reducers with what arrived, and redraw from what they return.
+//
+// Reducers mutate the one state object the store creates (`createState`) and return what
+// changed, instead of returning a fresh state: the session map holds thousands of
+// summaries and a push arrives per streamed event, so copying it per action would cost
+// O(sessions) each time; and the page's async code uses object identity as its
+// "still current?" token (`state.transcript !== t` after an await), which a copied state
+// would break. Only the store's functions write to `state`; views only read it.
+//
+// "Keep the newer summary": a session's summary arrives from pushes (`_session/state`),
+// from answers to the page's own calls, and in whole lists (`session/list`, searches)
+// that answer as of when they were asked. One function decides (`isNewer`):
+//   - when both summaries carry `version` (a per-session counter the sidecar increases
+//     with every change), the higher version is newer: one comparison, whatever the order
+//     of arrival;
+//   - otherwise (today's sidecar), a list is older than every summary the page learnt
+//     after it asked for the list: each learnt summary is stamped with a counter
+//     (`learnt`), and the list is asked for with the counter's value (`listAsked`).
+// A session deleted from this page never comes back (ids are never reused), whatever a
+// late list or push says; pushes that arrive before the first full load are queued and
+// handled after it (`enqueue`, `booted`).
+"use strict";
+
+((root, factory) => {
+  const store = factory();
+  if (typeof module === "object" && module.exports) module.exports = store;
+  else (root.AcpUi = root.AcpUi || {}).store = store;
+})(typeof self !== "undefined" ? self : this, () => {
+  const SIDEBAR_PAGE = 100; // sidebar items drawn per page
+  const PAGE = 50; // transcript entries per page
+  const TAIL = 200; // entries asked for at once after a turn
+  const MAX_ORPHANS = 5000; // tool_call_updates kept for cards not drawn yet
+
+  function createState() {
+    return {
+      info: null, // page_ready's answer
+      sessions: new Map(), // sessionId -> summary, in list order (newest first)
+      learnt: 0, // counts the session summaries the page has learnt
+      learntAt: new Map(), // sessionId -> `learnt` when its latest summary came
+      deleted: new Set(), // sessions deleted from this page (for good: ids are never reused)
+      selected: null,
+      transcript: null, // see openTranscript
+      started: false,
+      booting: true, // pushes are queued until the first full load is done
+      queued: [],
+      drafts: {}, // sessionId -> text not sent yet (kept on the Python side too)
+      scroll: {}, // sessionId -> scrollTop, or -1 for "at the end"
+      turnStarted: new Map(), // sessionId -> when its running turn started (ms)
+      lastPrompt: new Map(), // sessionId -> the last prompt sent from this page (Retry)
+      orphans: [], // tool_call_updates for cards not drawn yet (see restoreLive)
+      lastFocus: null, // data-testid of the last focused control
+      filterIds: null, // a search's (or the archived view's) sessions, else null: all
+      sidebarLimit: SIDEBAR_PAGE, // how many sidebar items are drawn (grows a page at a time)
+      groupByProject: false,
+      recent: [], // recently used working directories (newest first)
+      theme: "system",
+      config: new Map(), // sessionId -> its ACP config options (null while being fetched)
+      context: new Map(), // sessionId -> {used, size}: the last usage_update
+      permissions: new Map(), // "sessionId toolCallId" -> a pending permission request
+      rewind: null, // the rewind being confirmed (turns.js)
+    };
+  }
+
+  // ---- sessions: keep the newer ------------------------------------------------------
+
+  const hasVersion = (s) => Boolean(s) && typeof s.version === "number";
+
+  // Whether `known` (the page's, learnt at `learntAt`) is newer than `incoming`, which
+  // was current when the page's counter was `asked` (null: it is arriving just now).
+  function isNewer(state, known, incoming, asked = null) {
+    if (!known) return false;
+    if (hasVersion(known) && hasVersion(incoming)) return known.version > incoming.version;
+    if (asked === null) return false; // a push or an answer: the latest word
+    return (state.learntAt.get(known.sessionId) || 0) > asked;
+  }
+
+  // A summary learnt (a push, a call's answer, a local edit): merged over what was known.
+  // Returns {session, before}, or null when what the page has is newer (it stays).
+  function learn(state, summary) {
+    const before = state.sessions.get(summary.sessionId);
+    if (isNewer(state, before, summary)) return null;
+    const session = { ...(before || {}), ...summary };
+    state.sessions.set(summary.sessionId, session);
+    state.learntAt.set(summary.sessionId, ++state.learnt);
+    return { session, before };
+  }
+
+  // `_session/state`: the whole summary. A session the page does not know was created
+  // elsewhere (another page, another client) and is added, unless archived or deleted
+  // here. Returns null when nothing is to be drawn, else what the views need to know.
+  function pushedState(state, p, now) {
+    const s = state.sessions.get(p.sessionId);
+    if (!s) {
+      if (p.archived || state.deleted.has(p.sessionId)) return null;
+      const got = learn(state, p);
+      return got && { ...got, created: true, wasRunning: false, settled: false };
+    }
+    if (isNewer(state, s, p)) return null;
+    const wasRunning = s.status === "running";
+    if (p.status === "running") {
+      if (!state.turnStarted.has(p.sessionId)) state.turnStarted.set(p.sessionId, now);
+    } else state.turnStarted.delete(p.sessionId);
+    if (s.generation !== p.generation) state.config.delete(p.sessionId); // a new runtime: ask again
+    const got = learn(state, p);
+    return {
+      ...got,
+      created: false,
+      wasRunning,
+      // An approval settled (it may have added a rule: "always").
+      settled: Boolean(s.awaitingPermission && !p.awaitingPermission),
+    };
+  }
+
+  // The token to ask for a whole list with (see listArrived).
+  function listAsked(state) {
+    return state.learnt;
+  }
+
+  // The whole list, as of `asked`: replaces the map, but a summary learnt since stays, a
+  // session deleted here stays gone, and a selection that is gone is dropped.
+  function listArrived(state, list, asked, now) {
+    const previous = state.sessions;
+    const sessions = new Map();
+    const listed = new Set();
+    const kept = new Set(); // listed, but the page's copy is newer
+    for (const s of list) {
+      if (state.deleted.has(s.sessionId)) continue;
+      listed.add(s.sessionId);
+      if (isNewer(state, previous.get(s.sessionId), s, asked)) kept.add(s.sessionId);
+      else sessions.set(s.sessionId, s);
+    }
+    // The newer ones, and those learnt after the list was asked for (created since): kept,
+    // after the list.
+    for (const s of previous.values()) {
+      const since = (state.learntAt.get(s.sessionId) || 0) > asked;
+      if (kept.has(s.sessionId) || (!listed.has(s.sessionId) && since)) sessions.set(s.sessionId, s);
+    }
+    state.sessions = sessions;
+    for (const s of sessions.values()) {
+      if (s.status === "running" && !state.turnStarted.has(s.sessionId)) state.turnStarted.set(s.sessionId, Date.parse(s.updatedAt) || now);
+      else if (s.status !== "running") state.turnStarted.delete(s.sessionId);
+    }
+    const dropped = Boolean(state.selected && !sessions.has(state.selected));
+    if (dropped) {
+      state.selected = null;
+      state.transcript = null;
+    }
+    return { selectionDropped: dropped };
+  }
+
+  // A search's (or the archived view's) answer: its summaries merged in, the sidebar
+  // showing only them.
+  function searchArrived(state, found) {
+    for (const s of found) {
+      const known = state.sessions.get(s.sessionId);
+      if (!isNewer(state, known, s)) state.sessions.set(s.sessionId, { ...(known || {}), ...s });
+    }
+    state.filterIds = new Set(found.map((s) => s.sessionId));
+    state.sidebarLimit = SIDEBAR_PAGE;
+  }
+
+  function clearFilter(state) {
+    state.filterIds = null;
+    state.sidebarLimit = SIDEBAR_PAGE;
+  }
+
+  // Deleted from this page: for good.
+  function removed(state, sessionId) {
+    state.sessions.delete(sessionId);
+    state.deleted.add(sessionId);
+    if (state.selected === sessionId) {
+      state.selected = null;
+      state.transcript = null;
+    }
+  }
+
+  // ---- what the sidebar shows --------------------------------------------------------
+
+  // By last activity; a search or the archived view shows the sidecar's answer.
+  function visibleSessions(state) {
+    const byActivity = (a, b) => String(b.updatedAt || "").localeCompare(String(a.updatedAt || ""));
+    if (state.filterIds) return [...state.filterIds].map((id) => state.sessions.get(id)).filter(Boolean).sort(byActivity);
+    return [...state.sessions.values()].filter((s) => !s.archived).sort(byActivity);
+  }
+
+  function showMore(state, all = false) {
+    state.sidebarLimit = all ? state.sessions.size : state.sidebarLimit + SIDEBAR_PAGE;
+  }
+
+  // The quick switch's matches: every word in the title, folder or id.
+  function quickMatches(state, query, max = 20) {
+    const words = String(query).toLowerCase().split(/\s+/).filter(Boolean);
+    return [...state.sessions.values()].filter((s) => {
+      const hay = `${s.title} ${s.cwd} ${s.sessionId}`.toLowerCase();
+      return words.every((w) => hay.includes(w));
+    }).slice(0, max);
+  }
+
+  // ---- selection and the transcript --------------------------------------------------
+
+  function selected(state) {
+    return state.sessions.get(state.selected) || null;
+  }
+
+  function select(state, sessionId) {
+    state.selected = sessionId;
+    state.transcript = null;
+    state.orphans = [];
+    state.rewind = null;
+  }
+
+  // After a full load: the first session, when none is selected.
+  function selectFirst(state) {
+    if (!state.selected && state.sessions.size) state.selected = state.sessions.keys().next().value;
+  }
+
+  // The transcript shown: one page of the store (`messages`, from `offset` to `end`) plus
+  // what the views draw live below it. The object's identity is the token a late answer
+  // is checked against: an answer for a transcript no longer shown changes nothing.
+  function openTranscript(state, sessionId) {
+    const t = {
+      sessionId,
+      messages: [],
+      offset: 0,
+      end: 0,
+      loaded: false,
+      changes: new Map(), // turn -> {turn, files, total}: what it changed
+      diffs: new Map(), // turn -> {byPath, truncated}: its diff, once asked for
+      asked: new Set(), // turns whose changes were asked for
+      openFiles: new Set(), // "turn\npath" of the file diffs shown
+      fetches: Promise.resolve(),
+      tail: Promise.resolve(),
+    };
+    state.transcript = t;
+    state.orphans = [];
+    return t;
+  }
+
+  // The newest page arrived (null: it failed, nothing to append to). True if it is shown.
+  function firstPage(state, t, page) {
+    if (state.transcript !== t || t.loaded) return false;
+    if (!page) {
+      state.transcript = null;
+      return false;
+    }
+    Object.assign(t, { messages: page.messages, offset: page.offset, end: page.offset + page.messages.length, loaded: true });
+    return true;
+  }
+
+  // The page before the first one shown: {offset, limit}, or null at the start.
+  function olderRange(t) {
+    if (!t || t.offset === 0) return null;
+    const offset = Math.max(0, t.offset - PAGE);
+    return { offset, limit: t.offset - offset };
+  }
+
+  const indexOf = (m) => (m && typeof m.index === "number" ? m.index : null);
+
+  function olderPage(state, t, offset, page) {
+    if (!page || state.transcript !== t || offset >= t.offset) return false;
+    const first = indexOf(t.messages[0]);
+    const before = page.messages.filter((m) => first === null || indexOf(m) === null || indexOf(m) < first);
+    t.messages = before.concat(t.messages);
+    t.offset = offset;
+    return true;
+  }
+
+  // Entries past the end of what is shown (`end`: the position after the last one
+  // fetched). A page asked for twice, or answered after a newer one, adds only the entries
+  // not shown yet (by their `index`). How many were added, or null if it is stale.
+  function tailPage(state, t, page) {
+    if (!page || state.transcript !== t) return null;
+    const last = indexOf(t.messages[t.messages.length - 1]);
+    const fresh = page.messages.filter((m) => last === null || indexOf(m) === null || indexOf(m) > last);
+    t.messages = t.messages.concat(fresh);
+    const from = typeof page.offset === "number" ? page.offset : t.end;
+    t.end = Math.max(t.end, from + page.messages.length);
+    return fresh.length;
+  }
+
+  // What Retry sends: this page's last prompt, else the transcript's last user message.
+  function retryText(state, sessionId) {
+    let text = state.lastPrompt.get(sessionId);
+    const t = state.transcript;
+    if (!text && t && t.loaded && t.sessionId === sessionId) {
+      const users = t.messages.filter((m) => m.type === "user");
+      text = users.length ? users[users.length - 1].text : "";
+    }
+    return text || "";
+  }
+
+  // A tool_call_update whose card is not drawn yet (a page loading mid-command).
+  function orphan(state, params) {
+    if (state.orphans.length < MAX_ORPHANS) state.orphans.push(params);
+  }
+
+  function takeOrphans(state) {
+    return state.orphans.splice(0);
+  }
+
+  // ---- drafts, scroll, what a rebuilt page comes back to -----------------------------
+
+  function setDraft(state, sessionId, text) {
+    if (!sessionId) return;
+    if (text) state.drafts[sessionId] = text;
+    else delete state.drafts[sessionId];
+  }
+
+  function draft(state, sessionId) {
+    return (sessionId && state.drafts[sessionId]) || "";
+  }
+
+  // The scroll position of the transcript shown (a transcript still loading has none).
+  function rememberScroll(state, atBottom, top) {
+    const t = state.transcript;
+    if (state.selected && t && t.loaded) state.scroll[state.selected] = atBottom ? -1 : top;
+  }
+
+  // Where to scroll a transcript that loaded: a number, or null for "at the end".
+  function scrollFor(state, sessionId) {
+    const want = state.scroll[sessionId];
+    return typeof want === "number" && want >= 0 ? want : null;
+  }
+
+  function memory(state) {
+    return [state.selected, state.scroll, state.lastFocus];
+  }
+
+  // page_ready's memory and settings.
+  function restore(state, memory, settings) {
+    state.drafts = { ...((memory && memory.drafts) || {}) };
+    state.scroll = { ...((memory && memory.scroll) || {}) };
+    state.selected = (memory && memory.selected) || null; // dropped by listArrived if it is gone
+    state.recent = (settings && settings.recentFolders) || [];
+  }
+
+  function addRecent(state, cwd) {
+    if (!state.recent.includes(cwd)) state.recent.unshift(cwd);
+  }
+
+  // ---- config options and context ----------------------------------------------------
+
+  // Whether to ask for a session's config options now (asked once; null until answered).
+  function configWanted(state, session) {
+    if (state.config.get(session.sessionId) !== undefined || !session.live) return false;
+    state.config.set(session.sessionId, null);
+    return true;
+  }
+
+  // Options fetched (only if still wanted: a push meanwhile is newer) or pushed.
+  function configArrived(state, sessionId, options, fetched) {
+    if (fetched && state.config.get(sessionId) !== null) return;
+    state.config.set(sessionId, options || []);
+  }
+
+  function usage(state, sessionId, used, size) {
+    state.context.set(sessionId, { used, size });
+  }
+
+  // ---- turns running, permissions ----------------------------------------------------
+
+  function markRunning(state, sessionId, now) {
+    if (!state.turnStarted.has(sessionId)) state.turnStarted.set(sessionId, now);
+  }
+
+  function turnOver(state, sessionId) {
+    state.turnStarted.delete(sessionId);
+  }
+
+  // A prompt refused: not running, unless the session says it is.
+  function promptRefused(state, sessionId) {
+    const now = state.sessions.get(sessionId);
+    if (!now || now.status !== "running") state.turnStarted.delete(sessionId);
+  }
+
+  const permissionKey = (sessionId, toolCallId) => `${sessionId} ${toolCallId}`;
+
+  function permissionAsked(state, p) {
+    state.permissions.set(permissionKey(p.sessionId, p.toolCall.toolCallId), p);
+  }
+
+  function permissionSettled(state, sessionId, toolCallId) {
+    state.permissions.delete(permissionKey(sessionId, toolCallId));
+  }
+
+  function permissionsFor(state, sessionId) {
+    return [...state.permissions.values()].filter((p) => p.sessionId === sessionId);
+  }
+
+  // The selected session's progress line: null, or {waiting, seconds}.
+  function working(state, now) {
+    const s = selected(state);
+    const started = s && state.turnStarted.get(s.sessionId);
+    if (!started) return null;
+    const seconds = Math.max(0, Math.floor((now - started) / 1000));
+    const waiting = Boolean(s.awaitingPermission) || permissionsFor(state, s.sessionId).length > 0;
+    return { waiting, seconds };
+  }
+
+  // ---- the boot queue ----------------------------------------------------------------
+
+  // Pushed events: the ones to handle now (none while the first load runs: queued).
+  function enqueue(state, events) {
+    if (!state.booting) return events;
+    state.queued.push(...events);
+    return [];
+  }
+
+  // The first load is done: what was pushed meanwhile, in order.
+  function booted(state) {
+    state.booting = false;
+    return state.queued.splice(0);
+  }
+
+  return {
+    SIDEBAR_PAGE, PAGE, TAIL, createState, isNewer, learn, pushedState, listAsked, listArrived,
+    searchArrived, clearFilter, removed, visibleSessions, showMore, quickMatches, selected, select,
+    selectFirst, openTranscript, firstPage, olderRange, olderPage, tailPage, retryText, orphan,
+    takeOrphans, setDraft, draft, rememberScroll, scrollFor, memory, restore, addRecent,
+    configWanted, configArrived, usage, markRunning, turnOver, promptRefused, permissionKey,
+    permissionAsked, permissionSettled, permissionsFor, working, enqueue, booted,
+  };
+});
