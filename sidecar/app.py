@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
-from sidecar import early_probe
+from sidecar import early_probe, log_redact
 from sidecar.acp import preload
 from sidecar.acp.initialize import ClientOptions, initialize_handler
 from sidecar.acp.server import RpcServer
@@ -256,6 +256,8 @@ def main(config: Config) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    log_redact.register_configured(config.database_url, config.base_url)
+    log_redact.install()  # every library's records too: their messages quote what they got
     _signals.install()
     return asyncio.run(run(config))
 

@@ -27,8 +27,10 @@ from sidecar.agent.mcp import (
     ToolSpec,
     parse_servers,
 )
+from sidecar.agent.mcp.specs import secret_values
 from sidecar.agent.sandbox import SandboxStatus
 from sidecar.core.views import McpServerView
+from sidecar.domain.redaction import SECRETS
 
 if TYPE_CHECKING:
     from sidecar.agent.mcp.hub import McpHub, ServerStatus
@@ -65,6 +67,8 @@ class McpTools:
         specs = specs_from_json(definitions)
         if not specs:
             return
+        # Before any server starts: what they print may reach a library's log line.
+        SECRETS.add(*(value for spec in specs for value in secret_values(spec)))
         from sidecar.agent.mcp.hub import McpHub  # the MCP SDK: loaded with the first servers
 
         self._hub = McpHub(

@@ -37,6 +37,7 @@ from sidecar.core.views import TerminalSize
 from sidecar.domain.errors import InvalidState, RuntimeFailed, StaleGeneration, StoreError
 from sidecar.domain.events import McpServersChanged, ModeChanged, StateChanged
 from sidecar.domain.records import SessionRecord, check_transition, effective_sandbox
+from sidecar.domain.redaction import SECRETS
 from sidecar.domain.rules import Rule, rules_to_json
 from sidecar.domain.transcript import Entry, to_row
 from sidecar.store.base import RecordChanges, SessionStore
@@ -77,6 +78,7 @@ class SessionRuntime:
         self.record = record  # as this runtime last wrote it
         self.terminal = Terminal()  # fresh per generation: PTY descriptors are never persisted
         self.token = secrets.token_urlsafe(32)
+        SECRETS.add(self.token)  # masked in every log line while the runtime lives
         self.listener: Listener | None = None
         self.superseded = False
         self.store: SessionStore = deps.store
@@ -225,6 +227,7 @@ class SessionRuntime:
         listener, self.listener = self.listener, None
         if listener is not None:
             await listener.stop()  # last: the endpoint answers until the runtime is gone
+        SECRETS.discard(self.token)
 
     # ---- settings and commands -------------------------------------------------------------
 
