@@ -243,3 +243,40 @@ async def test_a_file_tool_failure_is_a_result_and_the_session_goes_on(
     # The session goes on: the next turn runs.
     assert "hello" in await answer(sidecar, sid, "$ echo hello")
     assert not (workspace / "a.txt").exists()
+
+
+async def test_a_gitignore_with_an_invalid_pattern_still_lists(sidecar: Sidecar, workspace: Path):
+    """A lone `!` is no pattern: git skips the line, and so does list_files (it used to
+    raise out of the turn)."""
+    (workspace / ".gitignore").write_text("!\n*.log\n")
+    (workspace / "a.py").write_text("x")
+    (workspace / "b.log").write_text("x")
+    sid = await new_session(sidecar, workspace)
+    await answer(sidecar, sid, "/ls")
+    (result,) = await assert_well_formed(sidecar, sid)
+    assert result["ok"] is True
+    assert sorted(result["text"].splitlines()) == [".gitignore", "a.py"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"),
+    [
+        ("read_file", '{"path": "a\\ud800.txt"}', "path is not valid Unicode"),
+        ("list_files", '{"path": "\\ud800"}', "path is not valid Unicode"),
+        ("write_file", '{"path": "\\ud800", "content": "x"}', "path is not valid Unicode"),
+        ("write_file", '{"path": "a.txt", "content": "\\ud800"}', "new text is not valid Unicode"),
+    ],
+)
+async def test_a_lone_surrogate_in_the_arguments_is_a_result(
+    sidecar: Sidecar, workspace: Path, tool: str, arguments: str, expected: str
+):
+    """JSON lets a model send `\\ud800`, which no file name or file can hold: a tool
+    result that says so (without echoing it), the turn going on (it used to fail the
+    prompt)."""
+    sid = await new_session(sidecar, workspace)
+    result = await sidecar.prompt(sid, f"/tool {tool} {arguments}")
+    assert result["stopReason"] == "end_turn"
+    (told,) = await assert_well_formed(sidecar, sid)
+    assert expected in told["text"] and told["ok"] is False
+    assert "\ud800" not in told["text"]
+    assert list(workspace.iterdir()) == []

@@ -163,6 +163,10 @@ def resolve(cwd: str, path: str) -> Path:
         raise ToolError("path must not be empty")
     if "\x00" in path:
         raise ToolError("path must not contain NUL")
+    try:
+        path.encode()
+    except UnicodeEncodeError:  # JSON can carry "\ud800"; no file name can (not echoed)
+        raise ToolError("path is not valid Unicode (it has a lone surrogate)") from None
     joined = Path(cwd, path) if not os.path.isabs(path) else Path(path)
     return Path(os.path.realpath(joined))
 
@@ -268,7 +272,19 @@ def _ignores(directory: Path) -> pathspec.GitIgnoreSpec | None:
         return None
     if data is None:
         return None
-    return pathspec.GitIgnoreSpec.from_lines(data.decode(errors="replace").splitlines())
+    lines = data.decode(errors="replace").splitlines()
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:  # a line that is no pattern (a lone "!"): git skips it, so do we
+        return pathspec.GitIgnoreSpec.from_lines(line for line in lines if _pattern(line))
+
+
+def _pattern(line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except ValueError:
+        return False
+    return True
 
 
 def list_files(cwd: str, args: dict[str, Any]) -> tuple[str, Path]:
