@@ -177,7 +177,7 @@ async def _run_read(host: TurnHost, call: ToolCall) -> None:
     try:
         target = files.resolve(host.cwd, str(arguments.get("path") or "."))
         where: tuple[Location, ...] = (Location(str(target), 1 if kind is ToolKind.READ else None),)
-    except files.ToolError:
+    except (files.ToolError, ValueError):  # no location: the tool itself says what is wrong
         where = ()
     host.publish(ToolCallStarted(call.id, call.name, title, kind, _display_input(arguments), where))
     host.publish(ToolCallRunning(call.id))
@@ -187,7 +187,16 @@ async def _run_read(host: TurnHost, call: ToolCall) -> None:
         ok = True
     except files.ToolError as exc:
         text, ok = str(exc), False
+    except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never the turn's
+        text, ok = f"Not done: {_tool_failed(call, exc)}.", False
     await _finish(host, call, text, None, ok=ok)
+
+
+def _tool_failed(call: ToolCall, exc: Exception) -> str:
+    """An unexpected failure of a file tool as its result: the type only (its text may
+    hold anything), the traceback in the log."""
+    log.exception("%s failed unexpectedly (call %s)", call.name, call.id)
+    return f"the tool failed unexpectedly ({type(exc).__name__})"
 
 
 async def _run_write(host: TurnHost, call: ToolCall) -> None:
@@ -207,9 +216,10 @@ async def _run_write(host: TurnHost, call: ToolCall) -> None:
         plan = await asyncio.to_thread(
             files.plan_write, host.cwd, call.name, arguments, sandbox is Sandbox.OFF
         )
-    except files.ToolError as exc:
+    except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never the turn's
+        why = str(exc) if isinstance(exc, files.ToolError) else _tool_failed(call, exc)
         host.publish(ToolCallStarted(call.id, call.name, title, ToolKind.EDIT, shown))
-        await _finish(host, call, f"Not written: {exc}.", None, ok=False)
+        await _finish(host, call, f"Not written: {why}.", None, ok=False)
         return
     title = f"{files.TITLES[call.name]} {plan.display}"
     diff = FileDiff(str(plan.target), plan.old_text, plan.new_text)
@@ -235,6 +245,8 @@ async def _run_write(host: TurnHost, call: ToolCall) -> None:
         text, ok = await asyncio.to_thread(files.apply_write, plan), True
     except files.ToolError as exc:
         text, ok = f"Not written: {exc}.", False
+    except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never the turn's
+        text, ok = f"Not written: {_tool_failed(call, exc)}.", False
     await _finish(host, call, text, None, ok=ok, diffs=(diff,) if ok else ())
 
 
