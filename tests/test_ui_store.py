@@ -1,4 +1,5 @@
-"""The window page's unit tests (`tests/ui/*.test.js`, `node --test`), run by pytest.
+"""The window page's unit tests (`tests/ui/*.test.js`, `node --test`), run by pytest, and
+the page's files: each one index.html loads is in git and in the package.
 
 The page's state and its ordering rules live in `desktop/ui/store.js`, which has no DOM
 and no bridge, so node runs its reducers directly; this wrapper makes them part of
@@ -8,15 +9,18 @@ missing `node` fails here, it is never a skip.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 UI_TESTS = REPO / "tests" / "ui"
+UI = REPO / "desktop" / "ui"
 NODE_MAJOR_MIN = 20  # `node --test` with a directory argument
 RUN_TIMEOUT = 60
 
@@ -51,3 +55,31 @@ def test_page_store_unit_tests_pass() -> None:
         f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}"
     )
     assert passed and int(passed.group(1)) > 0, f"no test ran:\n{done.stdout[-3000:]}"
+
+
+def _page_files() -> list[str]:
+    """What index.html loads: its scripts and stylesheets, relative to desktop/ui."""
+    html = (UI / "index.html").read_text()
+    names = re.findall(r'<script src="([^"]+)"', html) + re.findall(
+        r'<link [^>]*href="([^"]+)"', html
+    )
+    return ["index.html", *names]
+
+
+def test_every_file_the_page_loads_is_tracked_and_packaged() -> None:
+    files = _page_files()
+    assert "store.js" in files and "app.js" in files, files
+    tracked = subprocess.run(
+        ["git", "ls-files", "desktop/ui"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    missing = [f for f in files if f"desktop/ui/{f}" not in tracked]
+    assert not missing, f"loaded by desktop/ui/index.html but not in git: {missing}"
+    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
+    globs = package_data.get("desktop", [])
+    unpackaged = [f for f in files if not any(fnmatch.fnmatch(f"ui/{f}", g) for g in globs)]
+    assert not unpackaged, (
+        f"not in [tool.setuptools.package-data] desktop (a `pip install .` would lack them): "
+        f"{unpackaged}"
+    )
