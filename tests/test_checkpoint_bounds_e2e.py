@@ -121,6 +121,51 @@ async def test_a_data_dir_inside_the_cwd_stays_out_of_fifty_turns_and_a_forced_r
         await sidecar.close()
 
 
+async def test_a_store_an_older_snapshot_took_in_leaves_the_index_and_is_never_restored(
+    workspace: Path,
+):
+    data_dir = workspace / "store"
+    sidecar = await Sidecar.start(data_dir)
+    try:
+        sid = (await sidecar.new_session(workspace, approval="auto"))["sessionId"]
+        await sidecar.prompt(sid, "$ echo one > a.txt")
+    finally:
+        await sidecar.close()
+    # What an older sidecar left: its store in the index and in a turn's end checkpoint.
+    shadow = data_dir / "checkpoints" / sid
+    (shadow / "data-dirs.json").unlink(missing_ok=True)
+    (shadow / "info" / "exclude").write_text("")
+    env = {**os.environ, "GIT_DIR": str(shadow), "GIT_WORK_TREE": str(workspace)}
+    for args in (["add", "-f", "store"], ["write-tree"]):
+        done = subprocess.run(
+            ["git", *args], cwd=workspace, env=env, capture_output=True, text=True, check=True
+        )
+    subprocess.run(
+        ["git", "update-ref", "refs/turns/1/after", done.stdout.strip()], env=env, check=True
+    )
+
+    sidecar = await Sidecar.start(data_dir)
+    try:
+        await sidecar.call(
+            "session/resume", {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
+        )
+        await sidecar.prompt(sid, "$ echo two > b.txt")
+        assert [f["path"] for f in (await changes(sidecar, sid, 1))["files"]] == ["a.txt"]
+        assert [f["path"] for f in (await changes(sidecar, sid, 2))["files"]] == ["b.txt"]
+        listed = subprocess.run(
+            ["git", "ls-files"], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert listed == ["a.txt", "b.txt"]
+        done_rewind = await sidecar.call(
+            "_session/rewind", {"sessionId": sid, "turn": 1, "scope": "code", "force": True}
+        )
+        assert done_rewind["code"]["removed"] == ["a.txt", "b.txt"]
+        assert (data_dir / "sessions.db").is_file()
+        assert (await sidecar.status(sid))["status"] == "idle"
+    finally:
+        await sidecar.close()
+
+
 # ---- directories that are not a project --------------------------------------------------
 
 

@@ -338,8 +338,9 @@ class ShadowRepo:
         """Record the data dirs of ours, tell git to leave them out, and take out of the
         index whatever an older snapshot took of the `added` ones."""
         self._write_excludes(self._load_skipped(), stores)
+        # -f: without it git refuses an entry whose file changed since (the store always has).
         for chunk in _chunks(sorted(p.rstrip("/") for p in added)):
-            await self._run("rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
+            await self._run("rm", "-r", "-f", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
 
     def _reason(self, path: str) -> str | None:
         if path.endswith("/"):
