@@ -10,7 +10,9 @@ repository is private.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -269,8 +271,9 @@ async def test_what_gitignore_leaves_out_does_not_count_toward_the_bound(
 # ---- shutdown never waits on a snapshot ----------------------------------------------------
 
 
-async def test_stdin_eof_during_a_slow_snapshot_exits_and_leaves_no_git(
-    data_dir: Path, workspace: Path
+@pytest.mark.parametrize("how", ["stdin EOF", "SIGTERM"])
+async def test_shutdown_during_a_slow_snapshot_exits_and_leaves_no_git(
+    data_dir: Path, workspace: Path, how: str
 ):
     # A snapshot that takes minutes: git hashing a 64 GiB (sparse) file it is allowed to take.
     with open(workspace / "huge.bin", "wb") as handle:
@@ -281,7 +284,14 @@ async def test_stdin_eof_during_a_slow_snapshot_exits_and_leaves_no_git(
         pending = sidecar.prompt_task(sid, "$ echo late > after.txt")
         assert await eventually(lambda: bool(git_children_of(data_dir)), timeout=20)
         stuck = git_children_of(data_dir)
-        code = await sidecar.client.close(timeout=20)
+        if how == "SIGTERM":  # stdin stays open: the signal alone
+            os.kill(sidecar.pid, signal.SIGTERM)
+            try:
+                code: int | None = await asyncio.wait_for(sidecar.client.process.wait(), 20)
+            except TimeoutError:
+                code = None
+        else:
+            code = await sidecar.client.close(timeout=20)
         pending.cancel()
         assert code == 0  # exited by itself, not killed by the client's timeout
         assert not [pid for pid in stuck if pid_alive(pid)]
