@@ -277,6 +277,17 @@ class ImportParams(StrictParams):
 
 EXPORT_FORMAT: Final = "acp-session-host/session"
 EXPORT_VERSION: Final = 1
+# Every integer of an export ends up in a 64-bit SQLite (or PostgreSQL BIGINT) column or
+# is used as an offset into one: a larger one is refused here, naming its field, not by
+# the database as an internal error.
+INT64_MAX: Final = 2**63 - 1
+Count = Annotated[JsonInt, Field(ge=0, le=INT64_MAX)]
+Int64 = Annotated[JsonInt, Field(ge=-INT64_MAX - 1, le=INT64_MAX)]
+
+
+class ExportedUsage(StrictParams):
+    input_tokens: Count = 0
+    output_tokens: Count = 0
 
 
 class ExportedSession(StrictParams):
@@ -288,17 +299,17 @@ class ExportedSession(StrictParams):
     model: str | None = None
     created_at: str
     updated_at: str
-    message_count: JsonInt = Field(ge=0)
-    turns: JsonInt = Field(default=0, ge=0)
-    context_from: JsonInt = Field(default=0, ge=0)
-    summary_index: JsonInt | None = Field(default=None, ge=0)
+    message_count: Count
+    turns: Count = 0
+    context_from: Count = 0
+    summary_index: Count | None = None
     forked_from: str | None = None
     imported_from: str | None = None
     archived: StrictBool = False
     approval: ApprovalField = Approval.ASK
     sandbox: SandboxField | None = None
     rules: list[dict[str, Any]] = Field(default_factory=list)
-    usage: TokenTotals = TokenTotals(input_tokens=0, output_tokens=0)
+    usage: ExportedUsage = Field(default_factory=ExportedUsage)
 
 
 class ExportHeader(StrictParams):
@@ -326,6 +337,13 @@ class ExportedRow(StrictParams):
     role: Literal["user", "assistant", "tool", "system"]
     content: str
     created_at: str | None = None
+    # The integers a row may carry (turn number, exit status, marker pointers): bounded.
+    turn: Count | None = None
+    exit_code: Int64 | None = None
+    context_from: Count | None = None
+    summary_index: Count | None = None
+    previous: Count | None = None
+    skips: list[list[Count]] | None = None
 
 
 def _message(value: Any) -> Any:

@@ -206,6 +206,56 @@ async def test_a_bad_import_line_is_refused_and_nothing_is_created(
     assert await listed(sidecar, archived=False) == before
 
 
+BEYOND_INT64 = 2**63  # one more than SQLite's (and PostgreSQL's BIGINT) largest integer
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "field"),
+    [
+        ("header", {"turns": BEYOND_INT64}, "turns"),
+        ("header", {"contextFrom": BEYOND_INT64}, "contextFrom"),
+        ("header", {"summaryIndex": 2**70}, "summaryIndex"),
+        ("header", {"usage": {"inputTokens": BEYOND_INT64, "outputTokens": 0}}, "inputTokens"),
+        ("header", {"usage": {"inputTokens": 0, "outputTokens": 10**30}}, "outputTokens"),
+        ("header", {"messageCount": BEYOND_INT64}, "messageCount"),
+        ("row", {"turn": BEYOND_INT64}, "turn"),
+        ("row", {"exitCode": -(2**64)}, "exitCode"),
+        ("row", {"summaryIndex": BEYOND_INT64}, "summaryIndex"),
+        ("row", {"skips": [[0, BEYOND_INT64]]}, "skips"),
+    ],
+)
+async def test_an_import_with_integers_beyond_64_bits_is_invalid_params_naming_the_field(
+    sidecar: Sidecar, workspace: Path, where: str, value: dict[str, Any], field: str
+) -> None:
+    sid = await titled(sidecar, workspace, "source", "one")
+    lines = (await sidecar.call("_session/export", {"sessionId": sid}))["content"].splitlines()
+    before = await listed(sidecar, archived=False)
+    if where == "header":
+        header = json.loads(lines[0])
+        header["session"].update(value)
+        lines[0] = json.dumps(header)
+    else:
+        lines[1] = json.dumps({**json.loads(lines[1]), **value})
+    with refused() as caught:
+        await sidecar.call("_session/import", {"content": "\n".join(lines)})
+    assert field in caught[0].message, caught[0].message
+    assert await listed(sidecar, archived=False) == before  # nothing partly imported
+    await sidecar.call("session/list", {})  # and the sidecar answers on
+
+
+@pytest.mark.parametrize("cwd", ["/proc", "/proc/sys", "/dev/shm", "/sys/kernel"])
+async def test_an_import_into_a_sandboxed_cwd_under_proc_dev_or_sys_is_invalid_params(
+    sidecar: Sidecar, workspace: Path, cwd: str
+) -> None:
+    sid = await titled(sidecar, workspace, "source", "one")
+    content = (await sidecar.call("_session/export", {"sessionId": sid}))["content"]
+    before = await listed(sidecar, archived=False)
+    with refused() as caught:
+        await sidecar.call("_session/import", {"content": content, "cwd": cwd})
+    assert caught[0].data["field"] == "cwd" and cwd in caught[0].data["reason"], caught[0].data
+    assert await listed(sidecar, archived=False) == before
+
+
 async def test_markdown_export_is_for_reading(
     sidecar: Sidecar, workspace: Path, tmp_path: Path
 ) -> None:

@@ -462,6 +462,34 @@ async def test_wrong_param_types_name_the_field(sidecar: Sidecar, workspace: Pat
     assert (await sidecar.call("session/list", {}))["sessions"][0]["sessionId"] == sid
 
 
+@pytest.mark.parametrize("cwd", ["/proc", "/proc/self", "/dev", "/dev/shm", "/sys/kernel"])
+async def test_a_sandboxed_cwd_under_proc_dev_or_sys_is_invalid_params(
+    sidecar: Sidecar, workspace: Path, tmp_path: Path, cwd: str
+):
+    """Every command there would fail (the sandbox has its own /proc, /dev, /sys): refused
+    where the cwd enters, naming it; with the sandbox off the directory is usable."""
+    link = tmp_path / "into"
+    link.symlink_to(cwd)
+    for named, meta in ((cwd, {}), (str(link), {}), (cwd, {"mode": "plan"})):
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("session/new", {"cwd": named, "mcpServers": [], "_meta": meta})
+        assert caught.value.code == INVALID_PARAMS, caught.value
+        top = "/" + cwd.split("/")[1]
+        assert caught.value.data["field"] == "cwd" and top in caught.value.data["reason"]
+    assert (await sidecar.call("session/list", {}))["sessions"] == []  # nothing created
+    source = (await sidecar.new_session(workspace))["sessionId"]
+    with pytest.raises(RpcError) as caught:
+        await sidecar.call("session/fork", {"sessionId": source, "cwd": cwd, "mcpServers": []})
+    assert caught.value.code == INVALID_PARAMS and caught.value.data["field"] == "cwd"
+    off = (await sidecar.new_session(cwd, sandbox="off"))["sessionId"]
+    # ... and it cannot be sandboxed afterwards either.
+    with pytest.raises(RpcError) as caught:
+        await sidecar.call("session/set_mode", {"sessionId": off, "modeId": "plan"})
+    assert caught.value.code == INVALID_PARAMS and caught.value.data["field"] == "modeId"
+    status = await sidecar.status(off)
+    assert (status["mode"], status["effectiveSandbox"]) == ("craft", "off")
+
+
 async def test_prompt_without_text_is_invalid_params(sidecar: Sidecar, workspace: Path):
     sid = (await sidecar.new_session(workspace))["sessionId"]
     for prompt in ([], [{"type": "text", "text": "   "}]):

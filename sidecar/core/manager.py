@@ -21,6 +21,7 @@ from sidecar.agent.context import PageReader
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.checkpoints.history import turn_changes
 from sidecar.core import rewind as rewind_steps
+from sidecar.core.cwd_rules import check_sandboxable
 from sidecar.core.endpoint import SessionEndpoint
 from sidecar.core.events import EventHub
 from sidecar.core.lease_renewal import LeaseRenewal
@@ -313,9 +314,11 @@ class SessionManager:
 
     async def create(self, spec: NewSession) -> SessionView:
         self._refuse_if_shutting_down()
-        record = self._new_record(
-            _existing_dir(spec.cwd), spec.mode, spec.backend, spec.title
-        ).replace(approval=spec.approval, sandbox=spec.sandbox, mcp_servers=spec.mcp_servers)
+        cwd = _existing_dir(spec.cwd)
+        check_sandboxable(cwd, spec.mode, spec.sandbox)
+        record = self._new_record(cwd, spec.mode, spec.backend, spec.title).replace(
+            approval=spec.approval, sandbox=spec.sandbox, mcp_servers=spec.mcp_servers
+        )
         async with self.locks.hold(record.session_id):
             await self.store.insert(record)
             return await self._start(record)
@@ -457,6 +460,7 @@ class SessionManager:
             context = await context_at(read, source, start)
         keeps_summary = context.pointer is not None and context.pointer < upto
         cwd = _existing_dir(cwd)
+        check_sandboxable(cwd, source.mode, source.sandbox)
         record = self._new_record(
             cwd,
             source.mode,
@@ -518,6 +522,7 @@ class SessionManager:
         taken (an export never holds them)."""
         self._refuse_if_shutting_down()
         cwd = _existing_dir(exported.cwd)
+        check_sandboxable(cwd, exported.mode, exported.sandbox)
         created = now()
         record = exported.replace(
             session_id=f"sess_{uuid.uuid4().hex}",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from protocol.values import Approval, Mode, Sandbox
 from sidecar.core.approvals import Pending
+from sidecar.core.cwd_rules import check_sandboxable
 from sidecar.core.views import McpServerView, SessionView
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import McpServersChanged, TitleChanged
@@ -26,6 +27,7 @@ class SessionSettings:
 
     async def set_mode(self, session_id: str, mode: Mode) -> None:
         runtime = await self._manager.live(session_id, "set the mode of")
+        check_sandboxable(runtime.record.cwd, mode, runtime.record.sandbox, "modeId")
         await runtime.set_mode(mode)
 
     async def set_model(self, session_id: str, model: str) -> None:
@@ -36,6 +38,8 @@ class SessionSettings:
         self, session_id: str, *, approval: Approval | None = None, sandbox: Sandbox | None = None
     ) -> None:
         runtime = await self._manager.live(session_id, "change the settings of")
+        if sandbox is not None:
+            check_sandboxable(runtime.record.cwd, runtime.mode, sandbox, "sandbox")
         await runtime.set_setting(approval=approval, sandbox=sandbox)
 
     async def permissions(self, session_id: str) -> tuple[tuple[Rule, ...], list[Pending]]:

@@ -19,8 +19,8 @@ from protocol.models import (
     EXPORT_VERSION,
     ExportedRow,
     ExportedSession,
+    ExportedUsage,
     ExportHeader,
-    TokenTotals,
 )
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.records import SessionRecord, iso
@@ -55,7 +55,7 @@ def jsonl_header(record: SessionRecord) -> str:
         approval=record.approval,
         sandbox=record.sandbox,
         rules=[rule.to_wire() for rule in rules_from_json(record.rules)],
-        usage=TokenTotals(input_tokens=record.usage_input, output_tokens=record.usage_output),
+        usage=ExportedUsage(input_tokens=record.usage_input, output_tokens=record.usage_output),
     )
     header = ExportHeader(format=EXPORT_FORMAT, version=EXPORT_VERSION, session=session)
     return json.dumps(header.to_wire(), ensure_ascii=False)
