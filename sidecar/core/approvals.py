@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # Asks the stdio client: (session id, request) -> its answer.
 Asker = Callable[[str, PermissionRequest], Awaitable[PermissionAnswer]]
+# Settled requests remembered per runtime, so a late second answer is told "already
+# answered" (409) rather than "no such request" (404); the oldest are forgotten first.
+SETTLED_REMEMBERED = 1024
 
 
 @dataclass
@@ -47,6 +51,7 @@ class ApprovalDesk:
         self._runtime = runtime
         self._asker = asker
         self.pending: dict[str, Pending] = {}
+        self._settled: OrderedDict[str, str] = OrderedDict()  # call id -> how it ended
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -82,6 +87,7 @@ class ApprovalDesk:
             return await self._verdict(request, settled)  # a rule it adds is stored first
         finally:
             self.pending.pop(request.call_id, None)
+            self._remember_settled(request.call_id, answer)
             if asking is not None and not asking.done():
                 asking.cancel()  # an answer came over HTTP (or the turn ended)
             events.publish(PermissionSettled(request.call_id, self._runtime.record))
@@ -121,16 +127,28 @@ class ApprovalDesk:
         if rule not in rules:
             await self._runtime.set_rules((*rules, rule))
 
+    def _remember_settled(self, call_id: str, answer: asyncio.Future[PermissionAnswer]) -> None:
+        answered = answer.done() and not answer.cancelled()
+        self._settled[call_id] = "was already answered" if answered else "is no longer waiting"
+        self._settled.move_to_end(call_id)
+        while len(self._settled) > SETTLED_REMEMBERED:
+            self._settled.popitem(last=False)
+
     def answer_over_http(self, call_id: str, option_id: str) -> None:
-        """`POST /agent/permissions`: the first answer wins; a second one is refused."""
-        waiting = self.pending.get(call_id)
-        if waiting is None:
-            raise NothingPending(self._runtime.session_id, call_id)
+        """`POST /agent/permissions`: the first answer wins; a second one is refused
+        (InvalidState, 409), also once the turn has gone on; an id this runtime never
+        asked about is NothingPending (404); an unknown option is InvalidInput (400)."""
         try:
             choice = Choice(option_id)
         except ValueError:
             options = ", ".join(c.value for c in Choice)
             raise InvalidInput("optionId", f"must be one of {options}") from None
+        waiting = self.pending.get(call_id)
+        if waiting is None:
+            ended = self._settled.get(call_id)
+            if ended is not None:
+                raise InvalidState(f"the permission request for {call_id} {ended}")
+            raise NothingPending(self._runtime.session_id, call_id)
         if waiting.answer.done():
             raise InvalidState(f"the permission request for {call_id} was already answered")
         waiting.answer.set_result(PermissionAnswer(choice))
