@@ -69,6 +69,11 @@ class TurnHost(Protocol):
     def sandbox(self) -> Sandbox:
         """What commands run under (the effective sandbox)."""
 
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        """Real paths of the directories the sandbox hides from commands (the sidecar's
+        data and config dirs): the file tools, which run in the sidecar, refuse them too."""
+
     def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput:
         """Where a command's output goes (the model's part, the live stream, the spool)."""
 

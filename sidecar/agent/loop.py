@@ -183,7 +183,7 @@ async def _run_read(host: TurnHost, call: ToolCall) -> None:
     host.publish(ToolCallRunning(call.id))
     run = files.read_file if call.name == files.READ_FILE else files.list_files
     try:
-        text, _target = await asyncio.to_thread(run, host.cwd, arguments)
+        text, _target = await asyncio.to_thread(run, host.cwd, arguments, host.hidden)
         ok = True
     except files.ToolError as exc:
         text, ok = str(exc), False
@@ -214,7 +214,12 @@ async def _run_write(host: TurnHost, call: ToolCall) -> None:
         if sandbox is Sandbox.READ_ONLY:
             raise files.ToolError("refused: the session's sandbox is read-only")
         plan = await asyncio.to_thread(
-            files.plan_write, host.cwd, call.name, arguments, sandbox is Sandbox.OFF
+            files.plan_write,
+            host.cwd,
+            call.name,
+            arguments,
+            sandbox is Sandbox.OFF,
+            host.hidden,
         )
     except Exception as exc:  # noqa: BLE001 - a tool's failure is its result, never the turn's
         why = str(exc) if isinstance(exc, files.ToolError) else _tool_failed(call, exc)

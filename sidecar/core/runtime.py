@@ -260,6 +260,11 @@ class SessionRuntime:
         return effective_sandbox(self.mode, self.record.sandbox)
 
     @property
+    def hidden_dirs(self) -> tuple[str, ...]:
+        """What commands, MCP servers and the file tools may not reach (RuntimeDeps.hide)."""
+        return self._deps.hide
+
+    @property
     def sandbox_problem(self) -> str | None:
         status = self._deps.sandbox
         return None if status.available else status.reason

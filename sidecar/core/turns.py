@@ -430,6 +430,10 @@ class TurnRunner:
     def sandbox(self) -> Sandbox:
         return self._runtime.sandbox_mode
 
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        return self._runtime.hidden_dirs
+
     def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput:
         return self._runtime.command_output(call_id, on_output)
 

@@ -28,6 +28,7 @@ import fnmatch
 import json
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -176,6 +177,27 @@ def inside(cwd: str, target: Path) -> bool:
     return str(target) == root or str(target).startswith(root.rstrip("/") + "/")
 
 
+# Kernel and device trees: the sidecar's own /proc (its environment: provider keys), the
+# host's /proc/sys and /sys (as root, writable), devices. A sandboxed command sees its own
+# namespace's; the file tools run in the sidecar's process, so they reach none of these.
+_KERNEL_TREES: Final = ("/proc", "/sys", "/dev")
+
+
+def reachable(target: Path, hidden: Sequence[str]) -> None:
+    """Refuse a real path the file tools must not read or write: under a directory the
+    sandbox hides from commands (the sidecar's data and config dirs: every session's
+    transcript and MCP secrets) or under /proc, /sys, /dev."""
+    text = str(target)
+    for top in (*_KERNEL_TREES, *hidden):
+        if text == top or text.startswith(top.rstrip("/") + "/"):
+            what = (
+                "the kernel's or the devices' tree"
+                if top in _KERNEL_TREES
+                else ("the sidecar's own data, hidden from the agent")
+            )
+            raise ToolError(f"refused: {target} is in {top} ({what})")
+
+
 def shown(cwd: str, target: Path) -> str:
     """How a path is shown to the model and the user: relative when it is in the cwd."""
     return os.path.relpath(target, os.path.realpath(cwd)) if inside(cwd, target) else str(target)
@@ -241,8 +263,9 @@ def _decode(target: Path, data: bytes) -> str:
 # ---- read and list ------------------------------------------------------------------------
 
 
-def read_file(cwd: str, args: dict[str, Any]) -> tuple[str, Path]:
+def read_file(cwd: str, args: dict[str, Any], hidden: Sequence[str] = ()) -> tuple[str, Path]:
     target = resolve(cwd, _text(args, "path"))
+    reachable(target, hidden)
     text = _decode(target, _read_bytes(target))
     lines = text.splitlines()
     first = _count(args, "offset") or 1
@@ -287,8 +310,9 @@ def _pattern(line: str) -> bool:
     return True
 
 
-def list_files(cwd: str, args: dict[str, Any]) -> tuple[str, Path]:
+def list_files(cwd: str, args: dict[str, Any], hidden: Sequence[str] = ()) -> tuple[str, Path]:
     top = resolve(cwd, _text(args, "path", required=False) or ".")
+    reachable(top, hidden)
     pattern = _text(args, "pattern", required=False)
     try:
         is_dir = stat.S_ISDIR(os.stat(top).st_mode)
@@ -319,7 +343,8 @@ def list_files(cwd: str, args: dict[str, Any]) -> tuple[str, Path]:
             ):
                 continue
             if is_dir:
-                stack.append((path, specs))
+                if entry.path not in hidden:  # a hidden dir inside: neither listed nor shown
+                    stack.append((path, specs))
                 continue
             if pattern and not fnmatch.fnmatch(entry.name, pattern):
                 continue
@@ -357,8 +382,15 @@ def _first_change(old: str, new: str) -> int:
     return min(len(old.splitlines()), len(new.splitlines())) + 1
 
 
-def plan_write(cwd: str, name: str, args: dict[str, Any], may_leave_cwd: bool) -> PlannedWrite:
+def plan_write(
+    cwd: str,
+    name: str,
+    args: dict[str, Any],
+    may_leave_cwd: bool,
+    hidden: Sequence[str] = (),
+) -> PlannedWrite:
     target = resolve(cwd, _text(args, "path"))
+    reachable(target, hidden)
     if not inside(cwd, target) and not may_leave_cwd:
         raise ToolError(
             f"refused: {target} is outside the session directory {cwd} "
