@@ -20,8 +20,9 @@ Standalone (end-to-end tests that run the sidecar as a subprocess)::
 
 Reply objects ("type" is required; any reply may add "delay": seconds to wait before
 answering, "chunk_delay": seconds between streamed chunks, "finish_reason": override, and
-"reasoning": text streamed word by word as `reasoning_content` deltas before the rest, as
-OpenAI-compatible reasoning servers (DeepSeek, vLLM) do)::
+"reasoning": text streamed word by word (or a list of pieces, each one delta) as
+`reasoning_content` deltas before the rest, as OpenAI-compatible reasoning servers
+(DeepSeek, vLLM) do)::
 
     {"type": "text", "text": "Hello world"}                  # streamed word by word
     {"type": "text", "chunks": ["Hel", "lo"]}                # explicit chunks
@@ -196,7 +197,10 @@ class FakeChatServer:
         out: list[tuple[dict[str, Any], str | None]] = [
             ({"role": "assistant", "content": ""}, None)
         ]
-        for piece in re.findall(r"\s*\S+\s*", reply.get("reasoning", "")):
+        reasoning = reply.get("reasoning") or []
+        if isinstance(reasoning, str):
+            reasoning = re.findall(r"\s*\S+\s*", reasoning)
+        for piece in reasoning:
             out.append(({"reasoning_content": piece}, None))
         for piece in reply.get("chunks") or re.findall(r"\s*\S+\s*", text) or []:
             out.append(({"content": piece}, None))

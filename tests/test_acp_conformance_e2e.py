@@ -12,8 +12,8 @@ The offline provider serves most of them; where a real provider API is needed th
 loopback fakes (tests/fake_chat_server.py, tests/fake_anthropic_server.py) run as their
 own processes, as in tests/test_openai_e2e.py. Small in-process subclasses add what
 these tests watch or the fakes cannot script: `ModelsChatServer` counts `GET /v1/models`
-listings, `ReasoningChatServer` streams `reasoning_content` deltas and
-`ThinkingAnthropicServer` Anthropic thinking blocks.
+listings and `ThinkingAnthropicServer` streams Anthropic thinking blocks (the Chat
+Completions fake streams a reply's `reasoning` as `reasoning_content` itself).
 """
 
 from __future__ import annotations
@@ -235,16 +235,6 @@ class ModelsChatServer(FakeChatServer):
     async def _list_models(self, request: web.Request) -> web.Response:
         self.model_listings += 1
         return await super()._list_models(request)
-
-
-class ReasoningChatServer(FakeChatServer):
-    """The fake Chat Completions server; a reply's `"reasoning": [pieces]` streams as
-    `reasoning_content` deltas before its text (the fake cannot script them)."""
-
-    def _deltas(self, reply: dict[str, Any]) -> list[tuple[dict[str, Any], str | None]]:
-        out = super()._deltas(reply)
-        thinking = [({"reasoning_content": piece}, None) for piece in reply.get("reasoning", [])]
-        return [out[0], *thinking, *out[1:]]
 
 
 class ThinkingAnthropicServer(FakeAnthropicServer):
@@ -1239,7 +1229,7 @@ async def test_the_model_option_lists_the_servers_models_and_the_choice_sticks(
 async def test_openai_reasoning_streams_as_thought_is_kept_and_not_sent_back(
     data_dir: Path, workspace: Path
 ):
-    async with ReasoningChatServer() as server:
+    async with FakeChatServer() as server:  # a reply's reasoning: reasoning_content
         sidecar = await start_openai(data_dir, server.base_url)
         cwd = str(workspace)
         try:
