@@ -212,3 +212,56 @@ async def test_every_readable_id_gets_exactly_one_answer_per_request(data_dir: P
     extra = {k: n - plan.expected[k] for k, n in got.items() if n > plan.expected[k]}
     assert not missing and not extra, (missing, extra)
     assert plan.expected[key(None)] > 100 and len(plan.expected) > 500  # the mix was rich
+
+
+# ---- the direct path and jsonrpcserver agree wherever jsonrpcserver answers by id --------
+
+
+class Lines:
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    def send(self, line: bytes) -> None:
+        self.sent.extend(json.loads(part) for part in line.splitlines())
+
+
+async def test_valid_requests_are_answered_exactly_as_jsonrpcserver_answers_them() -> None:
+    """Batches are now split here, so the hot-path test's batch comparison no longer
+    reaches jsonrpcserver: compare with its own whole pipeline directly."""
+    from jsonrpcserver import async_dispatch
+
+    from sidecar.acp.server import RpcServer, wrap
+    from sidecar.domain.errors import SessionNotFound
+
+    async def ok(params: dict[str, Any]) -> Any:
+        return {"got": params}
+
+    async def refuses(params: dict[str, Any]) -> Any:
+        raise SessionNotFound("sess_x")
+
+    async def breaks(params: dict[str, Any]) -> Any:
+        raise RuntimeError("boom")
+
+    handlers = {"ok": ok, "refuses": refuses, "breaks": breaks}
+    writer = Lines()
+    server = RpcServer(writer)  # type: ignore[arg-type]
+    for name, handler in handlers.items():
+        server.register(name, handler)
+    methods = {name: wrap(handler) for name, handler in handlers.items()}
+    requests: list[Any] = [
+        {"jsonrpc": "2.0", "id": 1, "method": "ok", "params": {"a": 1}},
+        {"jsonrpc": "2.0", "id": "s", "method": "ok"},
+        {"jsonrpc": "2.0", "id": 2**70, "method": "refuses", "params": {}},
+        {"jsonrpc": "2.0", "id": 3.5, "method": "breaks", "params": {}},
+        {"jsonrpc": "2.0", "id": None, "method": "ok", "params": {}},
+        {"jsonrpc": "2.0", "id": 4, "method": "nope"},
+        {"jsonrpc": "2.0", "id": 5, "method": "ok", "params": [1]},
+        {"jsonrpc": "2.0", "method": "ok", "params": {}},  # notifications: no answer
+        {"jsonrpc": "2.0", "method": "nope"},
+    ]
+    for request in requests:
+        for text in (json.dumps(request), json.dumps([request, request])):
+            writer.sent.clear()
+            await server._handle(text.encode())
+            theirs = await async_dispatch(text, methods=methods, context=server)
+            assert writer.sent == ([json.loads(theirs)] if theirs else []), text
