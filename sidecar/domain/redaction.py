@@ -9,8 +9,8 @@ and it holds the values themselves only as long as the process (or, for what is
 discarded, the runtime) lives.
 
 What counts as the same secret in text: the value; each whitespace-separated word of it
-(a header `Bearer <token>` leaks as the token alone; the scheme word is not masked); its JSON-, repr- and URL-escaped
-forms. Values (and words) shorter than `MIN_SECRET` characters are not masked: they are
+(a header `Bearer <token>` leaks as the token alone; the scheme word is not masked); its
+JSON-, repr- and URL-escaped forms. Values (and words) shorter than `MIN_SECRET` characters are not masked: they are
 not secrets worth the name, and masking every `on` or `1234` would garble the log. A
 library that shortens what it quotes (pydantic's `input_value='<first 24>...<last 23>'`)
 shows pieces of a secret on either side of the cut: a piece of at least `MIN_PIECE`
