@@ -13,10 +13,11 @@ One valid request object for a registered method with named (or no) params -- ev
 request a client normally sends -- goes straight to its handler and its reply dict is
 built here. A batch is answered item by item the same way, as a list. What is not a
 request at all is answered here too: bad JSON is a parse error, an object that breaks
-the request schema is an invalid request naming what is wrong. Either is answered with
+the request schema is an invalid request naming what is wrong. Every answer carries
 the message's own id whenever that id can be read (a string, a number or null in an
-object); `null` only when it cannot (bad JSON, an id of a wrong type, a non-object), so
-no well-formed id ever goes unanswered. Unknown methods and positional params are
+object), so no readable id ever goes unanswered (a request whose `params` is a number
+included); `null` only when it cannot be read (bad JSON, an id of a wrong type, a
+non-object, an empty batch). Unknown methods and positional params are
 jsonrpcserver's, the dispatcher of record for those answers; it is imported on the
 first such message, not at start-up (its JSON-schema dependency costs ~0.1 s of import).
 """
@@ -190,7 +191,8 @@ def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
 
 def _direct(parsed: Any, handlers: dict[str, Handler]) -> tuple[Handler, dict[str, Any]] | None:
     """The handler and params of one valid request object for a registered method with
-    named or no params; None for anything jsonrpcserver must answer."""
+    named or no params; None for anything else (an invalid request, answered here, or an
+    unknown method or positional params, jsonrpcserver's)."""
     if type(parsed) is not dict or parsed.get("jsonrpc") != "2.0" or parsed.keys() - _REQUEST_KEYS:
         return None
     method = parsed.get("method")
