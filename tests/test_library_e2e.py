@@ -206,6 +206,27 @@ async def test_a_bad_import_line_is_refused_and_nothing_is_created(
     assert await listed(sidecar, archived=False) == before
 
 
+async def test_an_export_never_writes_through_a_planted_temporary_symlink(
+    sidecar: Sidecar, workspace: Path, tmp_path: Path
+) -> None:
+    """The export's directory may be the session's cwd, where its commands can plant a
+    symlink under the temporary file's predictable name."""
+    sid = await titled(sidecar, workspace, "planted", "hello")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret.txt"
+    secret.write_text("keep me\n")
+    secret.chmod(0o600)
+    planted = workspace / f"{sid}.jsonl.{sidecar.pid}.partial"
+    planted.symlink_to(secret)
+    written = await sidecar.call("_session/export", {"sessionId": sid, "directory": str(workspace)})
+    assert secret.read_text() == "keep me\n" and secret.stat().st_mode & 0o777 == 0o600
+    path = Path(written["path"])
+    assert not path.is_symlink() and path.stat().st_mode & 0o077 == 0
+    assert json.loads(path.read_text().splitlines()[0])["session"]["sessionId"] == sid
+    assert not planted.exists() and not planted.is_symlink()
+
+
 BEYOND_INT64 = 2**63  # one more than SQLite's (and PostgreSQL's BIGINT) largest integer
 
 

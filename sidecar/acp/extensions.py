@@ -85,10 +85,18 @@ async def _export_chunks(
 
 async def _write_file(path: str, chunks: AsyncIterator[str]) -> int:
     """Write next to `path`, then rename over it: a reader never sees half an export.
-    Owner-only (a transcript may hold secrets). Returns the bytes written."""
+    Owner-only (a transcript may hold secrets). Returns the bytes written.
+
+    The temporary file is created new (O_EXCL|O_NOFOLLOW, after removing whatever has
+    its name: unlink never follows a symlink): one planted under that name -- the
+    directory may be a session's cwd, writable by its commands -- cannot send the
+    export elsewhere. The rename replaces `path` itself, a symlink there included."""
     temporary = f"{path}.{os.getpid()}.partial"
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o600)
     except OSError as exc:
         raise InvalidInput("directory", f"cannot write {temporary}: {exc.strerror}") from None
     size = 0
