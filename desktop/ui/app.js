@@ -5,7 +5,8 @@
 // This file puts the page together and owns what spans views: the boot, selection, whole
 // reloads, and the pushed session and host events. The parts (all classic scripts that
 // register a factory on `window.AcpUi`, loaded before this one by index.html):
-//   store.js      the state and its reducers (no DOM: unit-tested with node, tests/ui/)
+//   store.js      the state and its reducers (no DOM: unit-tested with node, tests/ui/);
+//                 store_transcript.js its transcript part
 //   bridge.js     the only caller of `window.pywebview.api` and receiver of pushes
 //   dom.js        element helpers and formatters
 //   topbar.js     banners, the sidecar pill, the theme, the narrow window's toggle
@@ -142,7 +143,7 @@
     if (state.selected === sessionId) await ui.loadTranscript(sessionId);
   };
 
-  ui.turns = window.Turns({ call: ui.call, quietCall: ui.quietCall, el: ui.el, state, onRewound: ui.afterRewind, showNotice: ui.showNotice });
+  ui.turns = window.Turns({ call: ui.call, quietCall: ui.quietCall, el: ui.el, state, store, onRewound: ui.afterRewind, showNotice: ui.showNotice });
 
   // ---- the page's own keys and events --------------------------------------------------
 

@@ -1,6 +1,7 @@
 // The page's state and the rules that change it: no DOM, no bridge, so node can test it
-// (`node --test tests/ui/`). The views read `state` and draw; bridge.js and the views call
-// these reducers with what arrived, and redraw from what they return.
+// (`node --test tests/ui/`); the transcript's rules are in store_transcript.js, included
+// in this module's exports. The views read `state` and draw; bridge.js and the views
+// call these reducers with what arrived, and redraw from what they return.
 //
 // Reducers mutate the one state object the store creates (`createState`) and return what
 // changed, instead of returning a fresh state: the session map holds thousands of
@@ -24,14 +25,13 @@
 "use strict";
 
 ((root, factory) => {
-  const store = factory();
-  if (typeof module === "object" && module.exports) module.exports = store;
+  // The transcript's reducers are in store_transcript.js (loaded first by index.html).
+  const node = typeof module === "object" && module.exports;
+  const store = factory(node ? require("./store_transcript.js") : root.AcpUi.storeTranscript);
+  if (node) module.exports = store;
   else (root.AcpUi = root.AcpUi || {}).store = store;
-})(typeof self !== "undefined" ? self : this, () => {
+})(typeof self !== "undefined" ? self : this, (transcript) => {
   const SIDEBAR_PAGE = 100; // sidebar items drawn per page
-  const PAGE = 50; // transcript entries per page
-  const TAIL = 200; // entries asked for at once after a turn
-  const MAX_ORPHANS = 5000; // tool_call_updates kept for cards not drawn yet
 
   function createState() {
     return {
@@ -216,68 +216,16 @@
     if (!state.selected && state.sessions.size) state.selected = state.sessions.keys().next().value;
   }
 
-  // The transcript shown: one page of the store (`messages`, from `offset` to `end`) plus
-  // what the views draw live below it. The object's identity is the token a late answer
-  // is checked against: an answer for a transcript no longer shown changes nothing.
-  function openTranscript(state, sessionId) {
-    const t = {
-      sessionId,
-      messages: [],
-      offset: 0,
-      end: 0,
-      loaded: false,
-      changes: new Map(), // turn -> {turn, files, total}: what it changed
-      diffs: new Map(), // turn -> {byPath, truncated}: its diff, once asked for
-      asked: new Set(), // turns whose changes were asked for
-      openFiles: new Set(), // "turn\npath" of the file diffs shown
-      fetches: Promise.resolve(),
-      tail: Promise.resolve(),
-    };
-    state.transcript = t;
-    state.orphans = [];
-    return t;
+  // ---- the rewind being confirmed (turns.js) ----------------------------------------
+
+  function rewindPlanned(state, rewind) {
+    state.rewind = rewind;
   }
 
-  // The newest page arrived (null: it failed, nothing to append to). True if it is shown.
-  function firstPage(state, t, page) {
-    if (state.transcript !== t || t.loaded) return false;
-    if (!page) {
-      state.transcript = null;
-      return false;
-    }
-    Object.assign(t, { messages: page.messages, offset: page.offset, end: page.offset + page.messages.length, loaded: true });
-    return true;
-  }
-
-  // The page before the first one shown: {offset, limit}, or null at the start.
-  function olderRange(t) {
-    if (!t || t.offset === 0) return null;
-    const offset = Math.max(0, t.offset - PAGE);
-    return { offset, limit: t.offset - offset };
-  }
-
-  const indexOf = (m) => (m && typeof m.index === "number" ? m.index : null);
-
-  function olderPage(state, t, offset, page) {
-    if (!page || state.transcript !== t || offset >= t.offset) return false;
-    const first = indexOf(t.messages[0]);
-    const before = page.messages.filter((m) => first === null || indexOf(m) === null || indexOf(m) < first);
-    t.messages = before.concat(t.messages);
-    t.offset = offset;
-    return true;
-  }
-
-  // Entries past the end of what is shown (`end`: the position after the last one
-  // fetched). A page asked for twice, or answered after a newer one, adds only the entries
-  // not shown yet (by their `index`). How many were added, or null if it is stale.
-  function tailPage(state, t, page) {
-    if (!page || state.transcript !== t) return null;
-    const last = indexOf(t.messages[t.messages.length - 1]);
-    const fresh = page.messages.filter((m) => last === null || indexOf(m) === null || indexOf(m) > last);
-    t.messages = t.messages.concat(fresh);
-    const from = typeof page.offset === "number" ? page.offset : t.end;
-    t.end = Math.max(t.end, from + page.messages.length);
-    return fresh.length;
+  function rewindCleared(state) {
+    const r = state.rewind;
+    state.rewind = null;
+    return r;
   }
 
   // What Retry sends: this page's last prompt, else the transcript's last user message.
@@ -289,15 +237,6 @@
       text = users.length ? users[users.length - 1].text : "";
     }
     return text || "";
-  }
-
-  // A tool_call_update whose card is not drawn yet (a page loading mid-command).
-  function orphan(state, params) {
-    if (state.orphans.length < MAX_ORPHANS) state.orphans.push(params);
-  }
-
-  function takeOrphans(state) {
-    return state.orphans.splice(0);
   }
 
   // ---- drafts, scroll, what a rebuilt page comes back to -----------------------------
@@ -415,11 +354,11 @@
   }
 
   return {
-    SIDEBAR_PAGE, PAGE, TAIL, createState, isNewer, learn, pushedState, listAsked, listArrived,
+    ...transcript, SIDEBAR_PAGE, createState, isNewer, learn, pushedState, listAsked, listArrived,
     searchArrived, clearFilter, removed, visibleSessions, showMore, quickMatches, selected, select,
-    selectFirst, openTranscript, firstPage, olderRange, olderPage, tailPage, retryText, orphan,
-    takeOrphans, setDraft, draft, rememberScroll, scrollFor, memory, restore, addRecent,
-    configWanted, configArrived, usage, markRunning, turnOver, promptRefused, permissionKey,
-    permissionAsked, permissionSettled, permissionsFor, working, enqueue, booted,
+    selectFirst, rewindPlanned, rewindCleared, retryText, setDraft, draft, rememberScroll,
+    scrollFor, memory, restore, addRecent, configWanted, configArrived, usage, markRunning,
+    turnOver, promptRefused, permissionKey, permissionAsked, permissionSettled, permissionsFor,
+    working, enqueue, booted,
   };
 });

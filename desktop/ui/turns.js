@@ -2,10 +2,11 @@
 // files with +/- counts; a click shows a file's diff) and, on each of the user's messages,
 // a Rewind menu (conversation / code / both) with a confirmation that says what would
 // change (the sidecar's dry run) before anything does. Nothing here is kept that cannot be
-// fetched again: changes come from `_session/changes` and `_session/turn_changes`.
+// fetched again: changes come from `_session/changes` and `_session/turn_changes`. What
+// it knows is in the store (store.js: the transcript's changes and diffs, `state.rewind`).
 "use strict";
 
-window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
+window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice }) => {
   const SCOPES = [
     ["conversation", "Conversation", "the model forgets this turn and later ones; files stay"],
     ["code", "Code", "files go back to how they were before this turn"],
@@ -76,14 +77,14 @@ window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
     button.setAttribute("aria-expanded", String(opening));
     box.hidden = !opening;
     // Kept open when the transcript is drawn again (a turn ends, another client prompts).
-    t.openFiles[opening ? "add" : "delete"](`${turn}\n${file.path}`);
+    store.fileDiffShown(t, turn, file.path, opening);
     if (!opening || box.childElementCount) return;
     let found = t.diffs.get(turn);
     if (!found) {
       const got = await call("changes", t.sessionId, turn);
       if (!got) return;
       found = { byPath: window.Diff.splitUnified(got.diff), truncated: got.diffTruncated };
-      t.diffs.set(turn, found);
+      store.diffArrived(t, turn, found);
     }
     const lines = found.byPath.get(file.path);
     const note = found.truncated ? "The diff was cut short (too long)." : "";
@@ -101,12 +102,10 @@ window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
     for (const slot of root.querySelectorAll("[data-testid=turn-changes]")) {
       const turn = Number(slot.dataset.turn);
       if (t.changes.has(turn)) fillChanges(slot, t.changes.get(turn));
-      else if (slot.dataset.maybe && !t.asked.has(turn) && !s.checkpointProblem) {
-        t.asked.add(turn);
+      else if (slot.dataset.maybe && !s.checkpointProblem && store.changesWanted(t, turn)) {
         t.fetches = t.fetches.then(async () => {
           const got = await quietCall("changes", t.sessionId, turn);
-          if (!got || state.transcript !== t) return;
-          t.changes.set(turn, got);
+          if (!store.changesArrived(state, t, got && { ...got, turn }, false)) return;
           const now = root.querySelector(`[data-testid=turn-changes][data-turn="${turn}"]`);
           if (now) fillChanges(now, got);
         });
@@ -117,9 +116,7 @@ window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
   // `_session/turn_changes`: a turn that changed files ended (no diff; asked for on click).
   function onTurnChanges(p) {
     const t = state.transcript;
-    if (!t || p.sessionId !== t.sessionId) return;
-    t.changes.set(p.turn, p);
-    t.diffs.delete(p.turn);
+    if (!t || p.sessionId !== t.sessionId || !store.changesArrived(state, t, p, true)) return;
     const slot = document.querySelector(`.stored [data-testid=turn-changes][data-turn="${p.turn}"]`);
     if (slot) fillChanges(slot, p);
   }
@@ -195,7 +192,7 @@ window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
     const sessionId = state.selected;
     const plan = await call("rewind", sessionId, turn, scope, force, true);
     if (!plan || state.selected !== sessionId) return;
-    state.rewind = { sessionId, turn, scope, force, plan };
+    store.rewindPlanned(state, { sessionId, turn, scope, force, plan });
     placeConfirm(true);
   }
 
@@ -267,8 +264,7 @@ window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
   }
 
   function cancelRewind(refocus) {
-    const r = state.rewind;
-    state.rewind = null;
+    const r = store.rewindCleared(state);
     placeConfirm();
     if (refocus && r) {
       const trigger = document.querySelector(`.stored [data-testid=user-turn][data-turn="${r.turn}"] .rewind-btn`);
@@ -291,7 +287,7 @@ window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
   }
 
   async function performRewind(r) {
-    state.rewind = null;
+    store.rewindCleared(state);
     placeConfirm();
     const result = await call("rewind", r.sessionId, r.turn, r.scope, r.force, false);
     if (!result) return;
@@ -326,7 +322,7 @@ window.Turns = ({ call, quietCall, el, state, onRewound, showNotice }) => {
     updateButtons,
     readOnlyTool: (name) => READ_ONLY_TOOLS.has(name),
     reset() {
-      state.rewind = null;
+      store.rewindCleared(state);
       closeMenus();
     },
   };

@@ -284,3 +284,39 @@ test("tool updates for cards not drawn yet are kept, within a bound, and taken o
   assert.equal(store.takeOrphans(state).length, 5000);
   assert.deepEqual(store.takeOrphans(state), []);
 });
+
+test("a turn's changes: asked for once; a push replaces them and forgets the diff; a late fetch does not undo a push", () => {
+  const state = withSessions(summary("a"));
+  store.select(state, "a");
+  const t = store.openTranscript(state, "a");
+  assert.equal(store.changesWanted(t, 3), true);
+  assert.equal(store.changesWanted(t, 3), false);
+  store.diffArrived(t, 3, { byPath: new Map(), truncated: false });
+  const pushed = { sessionId: "a", turn: 3, files: [{ path: "x" }], total: 1 };
+  assert.equal(store.changesArrived(state, t, pushed, true), true);
+  assert.equal(t.diffs.has(3), false, "the diff of the turn as it was is forgotten");
+  // The fetch asked for before the turn ended answers now, with what it saw then.
+  assert.equal(store.changesArrived(state, t, { turn: 3, files: [], total: 0 }, false), false);
+  assert.equal(t.changes.get(3), pushed);
+  assert.equal(store.changesWanted(t, 3), false, "known: not asked for again");
+  // For a transcript no longer shown: nothing.
+  store.openTranscript(state, "a");
+  assert.equal(store.changesArrived(state, t, { turn: 4, files: [], total: 0 }, true), false);
+});
+
+test("open file diffs and the rewind being confirmed are kept by the store", () => {
+  const state = withSessions(summary("a"));
+  store.select(state, "a");
+  const t = store.openTranscript(state, "a");
+  store.fileDiffShown(t, 2, "src/a.py", true);
+  store.fileDiffShown(t, 2, "src/b.py", true);
+  store.fileDiffShown(t, 2, "src/a.py", false);
+  assert.deepEqual([...t.openFiles], ["2\nsrc/b.py"]);
+  const r = { sessionId: "a", turn: 2, scope: "code", force: false, plan: {} };
+  store.rewindPlanned(state, r);
+  assert.equal(store.rewindCleared(state), r);
+  assert.equal(state.rewind, null);
+  store.rewindPlanned(state, r);
+  store.select(state, "a"); // selecting again forgets it
+  assert.equal(state.rewind, null);
+});
