@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System packages the desktop window and its headless tests need (Debian/Ubuntu):
-# Xvfb, Qt WebEngine's X and GL libraries, and a font. Idempotent: when everything
+# Xvfb, Qt WebEngine's X and GL libraries, a font, bubblewrap, git, PostgreSQL, Node.js. Idempotent: when everything
 # is already installed it changes nothing and needs no network.
 set -euo pipefail
 
@@ -11,6 +11,13 @@ PACKAGES=(
   libgbm1 libegl1 libgl1 libasound2 fonts-dejavu-core
   bubblewrap git postgresql
 )
+
+# Node.js >= 20 and npm: the TypeScript ACP SDK tests and the page's store tests. A node
+# already on PATH (nvm, the distribution's, a tarball) is kept; only a machine without one
+# gets the distribution's packages.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for package in "${PACKAGES[@]}"; do
