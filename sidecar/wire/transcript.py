@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sidecar.agent.tools import files
 from sidecar.domain.events import ToolKind
+from sidecar.domain.tools import FILE_TOOL_TITLES, kind_of
 from sidecar.domain.transcript import (
     AssistantEntry,
     Entry,
@@ -33,16 +33,14 @@ def tool_title(call: ToolCallRequest, arguments: dict[str, Any]) -> str:
     if isinstance(command, str) and command:
         return command
     path = arguments.get("path")
-    if call.name in files.TITLES and isinstance(path, str):
-        return f"{files.TITLES[call.name]} {path}"
+    if call.name in FILE_TOOL_TITLES and isinstance(path, str):
+        return f"{FILE_TOOL_TITLES[call.name]} {path}"
     return call.name or "tool"
 
 
 def tool_kind(name: str) -> ToolKind:
     """How a stored call is presented again (MCP tools' kinds are not stored: other)."""
-    if name == "bash":
-        return ToolKind.EXECUTE
-    return files.KINDS.get(name, ToolKind.OTHER)
+    return kind_of(name)
 
 
 def entry(index: int, item: Entry) -> dict[str, Any]:

@@ -36,27 +36,17 @@ from typing import Any, Final
 import pathspec
 
 from sidecar.agent.tools import safe_write
-from sidecar.domain.events import ToolKind
+from sidecar.domain.tools import EDIT_FILE as EDIT_FILE  # the tools' names, re-exported
+from sidecar.domain.tools import FILE_TOOL_KINDS, FILE_TOOL_TITLES
+from sidecar.domain.tools import LIST_FILES as LIST_FILES
+from sidecar.domain.tools import READ_FILE as READ_FILE
+from sidecar.domain.tools import WRITE_FILE as WRITE_FILE
 
-READ_FILE: Final = "read_file"
-WRITE_FILE: Final = "write_file"
-EDIT_FILE: Final = "edit_file"
-LIST_FILES: Final = "list_files"
 NAMES: Final = frozenset({READ_FILE, WRITE_FILE, EDIT_FILE, LIST_FILES})
 WRITES: Final = frozenset({WRITE_FILE, EDIT_FILE})
 READS: Final = (READ_FILE, LIST_FILES)
-KINDS: Final[dict[str, ToolKind]] = {
-    READ_FILE: ToolKind.READ,
-    WRITE_FILE: ToolKind.EDIT,
-    EDIT_FILE: ToolKind.EDIT,
-    LIST_FILES: ToolKind.SEARCH,
-}
-TITLES: Final[dict[str, str]] = {
-    READ_FILE: "Read",
-    WRITE_FILE: "Write",
-    EDIT_FILE: "Edit",
-    LIST_FILES: "List",
-}
+KINDS: Final = FILE_TOOL_KINDS
+TITLES: Final = FILE_TOOL_TITLES
 
 MAX_READ_LINES: Final = 2000
 MAX_READ_BYTES: Final = 256 * 1024
