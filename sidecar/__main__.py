@@ -6,13 +6,8 @@ store's sessions into PostgreSQL instead (`sidecar/migrate.py`).
 
 import sys
 
-from sidecar import early_probe
-
-if sys.argv[1:2] != ["migrate"]:
-    early_probe.start()  # the sandbox self-test, meanwhile the light half is imported
-
-from sidecar.app import exit_now, main  # noqa: E402
-from sidecar.config import parse_args  # noqa: E402
+from sidecar.app import exit_now, main
+from sidecar.config import parse_args
 
 if sys.argv[1:2] == ["migrate"]:
     from sidecar.migrate import run_cli

@@ -6,10 +6,10 @@ is imported in a worker thread, then ACP's schema, which the first requests
 (`session/new`, `session/list`, `_session/status`) do not wait for. Every other method is
 registered from the start and simply waits until the heavy half is built and the store
 is reconciled, so no request is refused or reordered by the split; once it is, the real
-handlers replace the waiting ones. The sandbox self-test starts even earlier
-(`sidecar/early_probe.py`, from `__main__`): `initialize` waits for its verdict (at most
-`SANDBOX_WAIT`; it is done by then in practice) to say in its `_meta` that no command
-could run.
+handlers replace the waiting ones. The sandbox self-test (`sidecar/early_probe.py`)
+runs first, and the heavy half's imports start when it is done: `initialize` waits for
+its verdict (~10 ms, at most `SANDBOX_WAIT`) to say in its `_meta` that no command could
+run.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def _settle(future: asyncio.Future[Any], result: object, error: BaseException | 
 
 
 def _sandbox_verdict(loop: asyncio.AbstractEventLoop) -> asyncio.Future[str | None]:
-    """The early sandbox self-test's problem (None: commands can be sandboxed), as a future
-    of the loop, for `initialize`; the self-test starts now if `__main__` did not start it."""
+    """The sandbox self-test's problem (None: commands can be sandboxed), as a future of
+    the loop, for `initialize`; the self-test starts now."""
     verdict: asyncio.Future[str | None] = loop.create_future()
 
     def done(probe: Future[SandboxStatus]) -> None:

@@ -1,15 +1,21 @@
-"""The sandbox self-test, started before the light half is imported.
+"""The sandbox self-test, once per process, before the heavy half is imported.
 
 `initialize` says in its `_meta` when no command could run (bwrap missing, or unable to
-create its namespaces). The self-test is a bwrap run of ~10 ms, 20-30 ms on a busy
-machine; started from `run()` it finished after `initialize` had arrived about half of
-the time, and `initialize` waited for it. Started here, from `python -m sidecar` before
-the ~150 ms of the light half's imports, it is done before the first request is read.
+create its namespaces), so it waits for this verdict. The self-test is one bwrap run
+(~10 ms; 13 ms wall, 3 ms CPU here; 20-30 ms on a busy machine). `run()` starts it in
+its own thread as it begins, and the start-up thread imports the heavy half only once
+it is done, so the bwrap run and its cached verdict are shared.
 
-The thread imports nothing: `sidecar.agent.sandbox` is imported here first, on the
+Where it starts was measured (spawn to `initialize` answered, 150-200 interleaved spawns
+of each variant on a shared, busy 2-core machine): before, with no verdict, a median of
+264 and 302 ms in two runs; started from `python -m sidecar`, before the light half's
+imports (done by the first request every time, but competing with those imports), 279
+ms against 264; started here, from `run()`, 218 and 234 ms although `initialize` then
+waits for it about half the time: probably because the heavy half's imports no longer
+compete for the GIL with the answer meanwhile.
+
+The thread imports nothing: `sidecar.agent.sandbox` is imported with this module, on the
 main thread (two threads never import one package at once; see sidecar/acp/preload.py).
-The verdict is cached by `sandbox.probe` per bwrap path, so the heavy half's own probe
-is then a cache hit (`started().result()` first, so a slow self-test never runs twice).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ _probing: Future[sandbox.SandboxStatus] | None = None
 
 def start() -> Future[sandbox.SandboxStatus]:
     """The self-test's future, started on the first call (in a daemon thread: an exit
-    never waits for it)."""
+    never waits for it). `sandbox.probe` caches the verdict per bwrap path, so the heavy
+    half's own probe is a cache hit once this is done."""
     global _probing
     with _lock:
         if _probing is not None:

@@ -96,6 +96,6 @@ class Assembly:
 def load_assembly() -> type[Assembly]:
     """Runs in a worker thread: importing this module is what loads the heavy half; the
     sandbox self-test (bwrap, ~10 ms, cached) runs off the event loop too (sidecar/app.py
-    runs it first, so `initialize` can say it: this is then the cached verdict)."""
+    has it run first, so `initialize` can say it: this is then the cached verdict)."""
     sandbox.probe()
     return Assembly

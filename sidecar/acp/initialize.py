@@ -7,10 +7,10 @@ waits for those imports (see `sidecar/wiring.py`). So this reply is built by han
 
 Its `_meta` names what will not work before anything is tried: the store, the provider,
 and the command sandbox (`sandboxProblem`, the same text session summaries carry). The
-sandbox self-test (a bwrap run, 10-30 ms) starts before the light half is imported
-(`sidecar/early_probe.py`) and is done by the first request; `initialize` waits for it
-all the same, but never longer than `SANDBOX_WAIT`: a self-test still running then is
-left out, and said by every session's `sandboxProblem` instead.
+sandbox self-test (a bwrap run, 10-30 ms) starts as the sidecar begins to serve
+(`sidecar/early_probe.py`); `initialize` waits for it, but never longer than
+`SANDBOX_WAIT`: a self-test still running then is left out, and said by every
+session's `sandboxProblem` instead.
 """
 
 from __future__ import annotations
