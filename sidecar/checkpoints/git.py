@@ -128,7 +128,7 @@ async def run_git(
     except asyncio.CancelledError:
         # Never leave a git process writing to the shadow repository behind us.
         _kill_group(process)
-        await process.wait()
+        await _reaped(process)
         raise
     finally:
         if children is not None:
@@ -171,7 +171,7 @@ async def _read_records(process: asyncio.subprocess.Process, cap: RecordCap) -> 
         if cap.stopped:
             _kill_group(process)
             break
-    await process.wait()
+    await _reaped(process)
     err = await errors
     return b"".join(taken) + (b"" if cap.stopped else pending), err
 
@@ -183,6 +183,16 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)  # its group is its pid: start_new_session
     except ProcessLookupError:
         pass  # gone already
+
+
+async def _reaped(process: asyncio.subprocess.Process) -> None:
+    """Wait for a git that was stopped (or ended). Its stdout is read to the end first:
+    asyncio's `wait` returns only once every pipe is closed, and a pipe nobody reads stays
+    paused, never closed."""
+    if process.stdout is not None:
+        while await process.stdout.read(_READ):
+            pass
+    await process.wait()
 
 
 def stop_children(children: Children) -> None:
