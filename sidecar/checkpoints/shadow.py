@@ -17,9 +17,10 @@ recognised from the paths git lists anyway, with no walk of ours: a `sessions.db
 then on git does not enter it, and whatever an older snapshot took of it leaves the index.
 
 A tree with more than `max_files` files to snapshot (0: no bound) is refused with
-`TreeRefused`: the count is the index's entries plus the new files git lists, and that
-listing is cut (git stopped) once it passes the bound, so a huge tree costs one bounded
-listing, not a walk of all of it.
+`TreeRefused` before anything is hashed or staged: the count is the index's entries plus
+the new files git lists, and that listing is read only up to the bound (git is stopped
+there). git still walks the directories' names before it prints (300,000 files: about
+0.4 s here), so the caller refuses once and does not ask again each turn.
 
 Every git child runs with umask 077 and in its own process group (`git.py`); `stop` kills
 the running ones and refuses new ones (a runtime closing never waits on a snapshot: what a
