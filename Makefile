@@ -30,6 +30,7 @@ lint: venv
 	$(BIN)/ruff check protocol sidecar desktop tests bench
 	$(BIN)/ruff format --check protocol sidecar desktop tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo  # the layer table of docs/architecture.md (.importlinter)
 
 # pytest exits non-zero (5) when no test ran, so an empty run fails too.
 test: system-deps lint

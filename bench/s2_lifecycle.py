@@ -178,7 +178,7 @@ def _result(
         "Delete removes the record and its transcript in one transaction, then renames the "
         "session's shadow repository (`checkpoints/<id>`, made when the runtime starts) and "
         "its output spools into `.trash/` beside them and removes those trees in a worker "
-        "thread after the answer (sidecar/core/trash.py; the next start sweeps what a dead "
+        "thread after the answer (sidecar/fs/trash.py; the next start sweeps what a dead "
         "process left). Removing the tree inline cost ~40 ms a delete on this disk (one "
         "unlink per file, mounted with `discard`) on both stores alike."
     )
@@ -196,7 +196,7 @@ WRITES = {
     "resume": ("bumps the generation, then writes `idle`", 2),
     "delete": (
         "reads the record, then deletes its rows and the record (its checkpoint and output "
-        "directories are renamed aside and removed after the answer, sidecar/core/trash.py)",
+        "directories are renamed aside and removed after the answer, sidecar/fs/trash.py)",
         1,
     ),
 }

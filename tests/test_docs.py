@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # A repository path as the docs write it: a top-level folder of ours, then a path.
-REPO_PATH = re.compile(r"(?<![\w./-])((?:protocol|sidecar|desktop|tests|bench|scripts|docs)/[\w./-]*)")
+REPO_PATH = re.compile(
+    r"(?<![\w./-])((?:protocol|sidecar|desktop|tests|bench|scripts|docs)/[\w./-]*)"
+)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 PROGRAMS = {
     "sidecar": [sys.executable, "-m", "sidecar"],

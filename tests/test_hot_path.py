@@ -22,9 +22,9 @@ from sidecar.core.leases import Leases
 from sidecar.core.manager import ManagerDeps, NewSession, SessionManager
 from sidecar.core.output_spools import OutputSpools
 from sidecar.core.runtime import RuntimeDeps
-from sidecar.core.trash import TRASH
 from sidecar.domain.errors import SessionNotFound
 from sidecar.domain.events import Origin
+from sidecar.fs.trash import TRASH
 from sidecar.store.sqlite import SqliteSessionStore
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from typing import Final
 from sidecar.checkpoints.git import git_binary
 from sidecar.checkpoints.history import history, rewind_ref, turn_ref
 from sidecar.checkpoints.shadow import ShadowRepo
-from sidecar.core.trash import move_aside
 from sidecar.domain.errors import CheckpointError
+from sidecar.fs.trash import move_aside
 
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 # Files a tree may have to be snapshotted (0: no bound). A large real project is well
@@ -99,7 +99,7 @@ class CheckpointStore:
         )
 
     def detach(self, session_id: str) -> Path | None:
-        """Move the session's repository aside (`sidecar.core.trash`); where it went."""
+        """Move the session's repository aside (`sidecar.fs.trash`); where it went."""
         if self.root is None:
             return None
         return move_aside(self._dir(session_id))

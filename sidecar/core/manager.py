@@ -32,7 +32,6 @@ from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.rewind import ContextState, context_at, locate_turn
 from sidecar.core.runtime import RuntimeDeps, SessionRuntime
 from sidecar.core.settings import SessionSettings
-from sidecar.core.trash import Trash
 from sidecar.core.views import (
     Awaiting,
     CompactionOutcome,
@@ -56,6 +55,7 @@ from sidecar.domain.events import Origin, StateChanged
 from sidecar.domain.files import TurnChanges
 from sidecar.domain.records import LIVE_STATES, SessionRecord, check_transition, now
 from sidecar.domain.transcript import Entry, from_row
+from sidecar.fs.trash import Trash
 from sidecar.store.base import ListCursor
 
 log = logging.getLogger(__name__)
@@ -560,7 +560,7 @@ class SessionManager:
             self.events.forget(session_id)
             runtime = self._deps.runtime
             try:
-                # Moved aside now (a rename each), removed after the answer (core/trash.py).
+                # Moved aside now (a rename each), removed after the answer (fs/trash.py).
                 aside = [runtime.checkpoints.detach(session_id), runtime.spools.detach(session_id)]
             except OSError as exc:
                 # The session is gone; its files stay until removed by hand: say where.

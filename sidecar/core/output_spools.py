@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from sidecar.core.trash import move_aside
 from sidecar.domain.errors import InvalidInput
+from sidecar.fs.trash import move_aside
 
 DEFAULT_SPOOL_CAP: Final = 64 * 1024 * 1024
 _SAFE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
@@ -86,7 +86,7 @@ class OutputSpools:
             ) from None
 
     def detach(self, session_id: str) -> Path | None:
-        """Move the session's spools aside (`sidecar.core.trash`); where they went."""
+        """Move the session's spools aside (`sidecar.fs.trash`); where they went."""
         return move_aside(self._dir(session_id))
 
     def remove(self, session_id: str) -> None:
