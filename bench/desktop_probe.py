@@ -20,7 +20,7 @@ import traceback
 from typing import Any
 
 WAIT = 120.0
-SIDEBAR_PAGE = 100  # items the app's sidebar draws at first (desktop/ui/app.js SIDEBAR_PAGE)
+SIDEBAR_PAGE = 100  # items the app's sidebar draws at first (desktop/ui/store.js SIDEBAR_PAGE)
 OBSERVE = """(() => {
   const n = %d, st = window.__bench = {};
   const now = () => performance.timeOrigin + performance.now();
