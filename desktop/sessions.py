@@ -14,6 +14,17 @@ class Requester(Protocol):
     ) -> Any: ...
 
 
+def is_older(incoming: dict[str, Any], known: dict[str, Any] | None) -> bool:
+    """Whether `incoming` is an older summary of a session than `known`: one comparison of
+    their `version`s (the sidecar bumps it with every change it stores), whatever order
+    they arrived in. Equal versions differ only in what the live runtime adds, so the
+    later word wins; a summary without a version (an older sidecar) is never older."""
+    if known is None:
+        return False
+    have, new = known.get("version"), incoming.get("version")
+    return isinstance(have, int) and isinstance(new, int) and new < have
+
+
 async def list_all(
     host: Requester, query: str | None = None, archived: bool = False
 ) -> list[dict[str, Any]]:

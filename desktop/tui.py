@@ -22,6 +22,7 @@ import sys
 import threading
 from typing import Any
 
+from desktop import sessions
 from desktop.ansi import SgrFilter, strip_all
 from desktop.client import RpcError
 from desktop.host import SidecarHost
@@ -162,7 +163,10 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
 
     def on_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == Method.STATE and params.get("sessionId"):
-            self.states[str(params["sessionId"])] = params
+            sid = str(params["sessionId"])
+            if sessions.is_older(params, self.states.get(sid)):
+                return  # a late summary: the newer one seen before it stays (and is shown)
+            self.states[sid] = params
         if self.quitting or params.get("sessionId") != self.current:
             return
         if method == Method.STATE:

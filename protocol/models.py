@@ -97,6 +97,8 @@ class SessionSummary(WireModel):
     mode: ModeField
     backend: BackendField
     generation: int
+    # Bumped by every change the store makes to the record: the higher is the newer summary.
+    version: int = Field(ge=1)
     live: bool
     message_count: int
     last_error: str | None

@@ -8,6 +8,7 @@ The behaviour every store shares is in tests/test_store_contract.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -93,6 +94,41 @@ async def test_a_schema_from_a_newer_sidecar_is_refused(pg_url: str):
     async with await psycopg.AsyncConnection.connect(pg_url) as conn:
         cur = await conn.execute("SELECT id FROM sidecar.sessions")
         assert await cur.fetchall() == [("kept",)]
+
+
+async def test_a_version_2_schema_gives_its_sessions_version_1_and_notifies_versions(
+    pg_url: str,
+):
+    """Migration v3: rows already stored start at version 1 (and keep counting after a
+    reopen); every notification of a change carries the row's version after it."""
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await postgres_schema.migrate(conn, pg_url, postgres_schema.MIGRATIONS[:2])
+        await conn.execute(
+            "INSERT INTO sidecar.sessions (id, cwd, title, mode, backend, status, generation,"
+            " created_at, updated_at) VALUES ('old', '/w', 't', 'craft', 'pipe', 'closed', 1, 1, 1)"
+        )
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as listener:
+        store = await PostgresSessionStore.open(pg_url)
+        try:
+            assert (await store.get("old")).version == 1
+            await listener.execute(f"LISTEN {postgres_schema.CHANNEL}")
+            assert (await store.update_metadata("old", title="renamed")).version == 2
+            await store.insert(record("new"))
+            await store.renew_leases("nobody", 5.0)  # not news: no notification
+            await store.delete("new")
+        finally:
+            await store.close()
+        heard = []
+        async for note in listener.notifies(timeout=10, stop_after=3):
+            payload = json.loads(note.payload)
+            heard.append((payload["session"], payload["version"]))
+    assert heard == [("old", 2), ("new", 1), ("new", None)]
+    again = await PostgresSessionStore.open(pg_url)
+    try:
+        assert (await again.get("old")).version == 2
+        assert (await again.update_metadata("old", title="again")).version == 3
+    finally:
+        await again.close()
 
 
 async def test_a_row_lock_is_bounded_and_delays_nothing_else(

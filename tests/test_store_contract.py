@@ -641,3 +641,67 @@ def test_insert_with_transcript_is_all_or_nothing(store: SessionStore) -> None:
         store.insert_with_transcript(make_record("taken"), [{"role": "user", "content": "x"}])
     assert store.messages("taken") == []
     assert ids(store.list_page(archived=None)) == ["taken"]
+
+
+# --- version: one counter per session, bumped by each change the store makes ------------
+
+
+def test_version_goes_up_by_one_with_each_change_and_the_same_in_every_store(
+    store: SessionStore,
+) -> None:
+    """The same sequence of writes gives the same versions in every store (the numbers
+    are spelled out: memory, SQLite and PostgreSQL must all reach them)."""
+    record = add(store, session_id="v", status=SessionState.CREATING)
+    seen = [store.get("v").version]
+    seen.append(store.update("v", 1, status=SessionState.IDLE).version)
+    # A change that comes with its transcript row is one change.
+    turn = store.update("v", 1, append={"role": "user", "content": "hi"}, turns=1)
+    seen.append(turn.version)
+    store.append_message("v", 1, {"role": "assistant", "content": "hello"})
+    seen.append(store.get("v").version)
+    seen.append(store.update_metadata("v", title="renamed").version)
+    seen.append(store.update_metadata("v", archived=True).version)
+    seen.append(store.update("v", 1, status=SessionState.CLOSING).version)
+    seen.append(store.update("v", 1, status=SessionState.CLOSED).version)
+    seen.append(store.begin_generation("v", 1, lease_owner="me", lease_expires=5.0).version)
+    assert seen == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert store.get("v").version == 9 and record.version == 1
+    # The orphan of a running turn: closed, then its interrupted marker appended (two).
+    store.update("v", 2, status=SessionState.IDLE)
+    store.update("v", 2, status=SessionState.RUNNING)
+    assert store.get("v").version == 11
+    assert store.reconcile_one("v", lambda _: True).version == 13
+    assert store.get("v").version == 13
+
+
+def test_version_is_not_bumped_by_a_refused_write_nor_a_lease_renewal(
+    store: SessionStore,
+) -> None:
+    add(store, session_id="f", generation=2, lease_owner="me", lease_expires=1.0)
+    before = store.get("f")
+    with pytest.raises(StaleGeneration):
+        store.update("f", 1, title="stale")
+    with pytest.raises(StaleGeneration):
+        store.update("f", 1, append={"role": "user", "content": "stale"})
+    with pytest.raises(StaleGeneration):
+        store.append_message("f", 1, {"role": "user", "content": "stale"})
+    with pytest.raises(StaleGeneration):
+        store.begin_generation("f", 1)
+    with pytest.raises(StoreError):  # refused before anything changed: not JSON
+        store.update("f", 2, append={"bad": object()})
+    assert store.renew_leases("me", 99.0) == {"f"}
+    after = store.get("f")
+    assert after.version == before.version == 1
+    assert after.lease_expires == 99.0 and after.message_count == 0
+
+
+def test_a_fork_and_an_import_are_new_sessions_at_version_one(store: SessionStore) -> None:
+    add(store, session_id="src")
+    for n in range(3):
+        store.append_message("src", 1, {"role": "user", "content": f"m{n}"})
+    assert store.get("src").version == 4
+    forked = store.fork("src", make_record("copy", forked_from="src"), 2)
+    imported = store.insert_with_transcript(make_record("imp"), [{"role": "user"}])
+    assert (forked.version, imported.version) == (1, 1)
+    assert (store.get("copy").version, store.get("imp").version) == (1, 1)
+    assert store.update_metadata("copy", title="next").version == 2

@@ -664,3 +664,35 @@ def test_a_version_4_file_keeps_its_index_and_queues_from_then_on(db: Path) -> N
         assert store.list_page(query="trigger")[0] == []
     finally:
         store.close()
+
+
+def test_a_version_5_file_gives_its_sessions_version_1_and_counts_on_from_there(db: Path) -> None:
+    """Migration v6: the rows already stored start at version 1, as a new session does,
+    and the number survives reopening the file."""
+    v5 = [m for m in migrations.MIGRATIONS if m[0] <= 5]
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
+
+        @contextlib.contextmanager
+        def atomic() -> Iterator[None]:
+            conn.execute("BEGIN IMMEDIATE")
+            yield
+            conn.execute("COMMIT")
+
+        migrations.migrate(conn, atomic, str(db), v5)
+        conn.execute(
+            "INSERT INTO sessions (id, cwd, title, mode, backend, status, generation,"
+            " created_at, updated_at) VALUES ('old', '/w', 't', 'craft', 'pipe', 'closed', 1, 1, 1)"
+        )
+    store = SqliteSessionStore(db)
+    try:
+        assert versions(db)[-1] == 6
+        assert store.get("old").version == 1
+        assert store.update_metadata("old", title="renamed").version == 2
+    finally:
+        store.close()
+    again = SqliteSessionStore(db)
+    try:
+        assert again.get("old").version == 2
+        assert again.list_page()[0][0].version == 2
+    finally:
+        again.close()

@@ -4,6 +4,13 @@ lease renewal and closing orphans.
 A store reads the row, asks one of these functions for the new record (or for a
 refusal), and writes it back in the same transaction. The rules live here once, so
 the memory, SQLite and PostgreSQL stores cannot drift apart.
+
+The version rule: every function here that changes a record returns it with `version`
+one higher (`bumped`); a store writes one of them per change (a change that comes with a
+transcript row is `updated_appending`, one bump, not two). Closing an orphan that was
+running is two changes (closed, then the interrupted marker appended): two bumps, the
+same in every store. A lease renewal is not a change of the record (`renew_leases`
+writes only lease_expires, shown nowhere): no bump.
 """
 
 from __future__ import annotations
@@ -50,20 +57,29 @@ def validated_metadata(changes: Mapping[str, Any]) -> dict[str, Any]:
     return dict(changes)
 
 
+def bumped(record: SessionRecord) -> int:
+    """The version a change of `record` gives it."""
+    return record.version + 1
+
+
 def updated(record: SessionRecord, changes: Mapping[str, Any], at: float) -> SessionRecord:
-    return record.replace(**changes, updated_at=at)
+    return record.replace(**changes, updated_at=at, version=bumped(record))
 
 
 def updated_appending(
     record: SessionRecord, changes: Mapping[str, Any], at: float
 ) -> SessionRecord:
     """`updated` and `appended` in one record: a change that came with a transcript row."""
-    return record.replace(**changes, message_count=record.message_count + 1, updated_at=at)
+    return record.replace(
+        **changes, message_count=record.message_count + 1, updated_at=at, version=bumped(record)
+    )
 
 
 def appended(record: SessionRecord, at: float) -> SessionRecord:
     """One more transcript entry: the next index is the current message count."""
-    return record.replace(message_count=record.message_count + 1, updated_at=at)
+    return record.replace(
+        message_count=record.message_count + 1, updated_at=at, version=bumped(record)
+    )
 
 
 def new_generation(
@@ -85,6 +101,7 @@ def new_generation(
         lease_owner=lease_owner,
         lease_expires=lease_expires,
         updated_at=at,
+        version=bumped(record),
     )
 
 
@@ -101,13 +118,15 @@ def closed_orphan(record: SessionRecord, at: float) -> tuple[SessionRecord, bool
             lease_owner=None,
             lease_expires=None,
             updated_at=at,
+            version=bumped(record),
         ),
         was_running,
     )
 
 
 def forked(record: SessionRecord, copied: int) -> SessionRecord:
-    """A new session's record, with the number of transcript entries copied into it."""
+    """A new session's record, with the number of transcript entries copied into it; its
+    version starts at 1 (a fork or an import is a new session, not a change of one)."""
     if record.message_count != 0:
         raise ValueError("a new session record must have message_count 0")
-    return record.replace(message_count=copied)
+    return record.replace(message_count=copied, version=1)

@@ -80,6 +80,10 @@ class SessionRecord:
     turns: int = 0  # user messages so far: turn N is the N-th (set with the message itself)
     archived: bool = False  # hidden from the default session list (metadata: any sidecar)
     imported_from: str | None = None  # the session id an imported export was taken from
+    # Bumped by one by every write the store makes to this record (`domain.changes`), never
+    # by a refused one nor by a lease renewal: of two summaries of a session, the higher
+    # version is the newer, whatever order they arrived in. A new record starts at 1.
+    version: int = 1
 
     def replace(self, **changes: Any) -> SessionRecord:
         return dataclasses.replace(self, **changes)

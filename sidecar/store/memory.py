@@ -110,9 +110,12 @@ class MemorySessionStore:
         checked = change.validated_changes(changes)
         record = self._get(session_id)
         change.check_fence(record, generation)
-        if append is not None:
-            record = self._append(record, self._copy(append))  # checked before any change
-        updated = change.updated(record, checked, now())
+        if append is None:
+            updated = change.updated(record, checked, now())
+        else:
+            stored = self._copy(append)  # checked before any change
+            self._transcripts[session_id].append(stored)
+            updated = change.updated_appending(record, checked, now())  # one change, one bump
         self._records[session_id] = updated
         return updated
 

@@ -191,12 +191,18 @@ INDEX_PENDING: Final = (
     " WHERE p.id <= ?"
 )
 
+# v6: each record's version (`SessionRecord.version`, bumped by every change the store
+# makes). The sessions already stored start at 1, as a new one does: the number orders a
+# session's summaries from now on; no summary of the old file carried one to compare with.
+_V6: Final = "ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 1;"
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     (1, _V1),
     (2, _V2),
     (3, _V3),
     (4, _V4),
     (5, _V5),
+    (6, _V6),
 )
 
 

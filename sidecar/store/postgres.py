@@ -214,9 +214,11 @@ class PostgresSessionStore:
     async def _save(
         self, conn: Conn, seq: int, record: SessionRecord, names: Sequence[str], fence: int | None
     ) -> SessionRecord:
-        """Write the named fields of `record` and updated_at; with `fence`, only if the
-        stored generation is still that one (in this very statement)."""
-        columns = sorted({*names, "updated_at"})  # sorted: one SQL text per set of fields
+        """Write the named fields of `record`, updated_at and version; with `fence`, only if
+        the stored generation is still that one (in this very statement)."""
+        columns = sorted(
+            {*names, "updated_at", "version"}
+        )  # sorted: one SQL text per set of fields
         sets = ", ".join(f"{_COLUMN[c]} = %s" for c in columns)
         args = [*(_value(getattr(record, c)) for c in columns), seq]
         where = "seq = %s"
@@ -228,15 +230,19 @@ class PostgresSessionStore:
             raise StaleGeneration(record.session_id, fence or 0, record.generation)
         return record
 
-    async def _append(
-        self, conn: Conn, seq: int, record: SessionRecord, body: str
-    ) -> SessionRecord:
-        """O(1) in transcript length: the next index is the record's message_count (the
-        caller saves message_count with its other fields)."""
+    async def _insert_message(self, conn: Conn, seq: int, record: SessionRecord, body: str) -> None:
+        """O(1) in transcript length: the next index is the record's message_count."""
         await conn.execute(
             f"INSERT INTO {_MESSAGES} (session_seq, idx, body) VALUES (%s, %s, %s)",
             (seq, record.message_count, body),
         )
+
+    async def _append(
+        self, conn: Conn, seq: int, record: SessionRecord, body: str
+    ) -> SessionRecord:
+        """The row, and the record that counts it (the caller saves message_count with its
+        other fields)."""
+        await self._insert_message(conn, seq, record, body)
         return change.appended(record, now())
 
     async def _insert_row(self, conn: Conn, record: SessionRecord) -> int:
@@ -323,10 +329,12 @@ class PostgresSessionStore:
         async with self._write() as conn:
             seq, record = await self._locked(conn, session_id)
             change.check_fence(record, generation)
-            if body is not None:
-                record = await self._append(conn, seq, record, body)
+            if body is None:
+                updated = change.updated(record, checked, now())
+            else:  # the row and the changes it came with: one change, one bump
+                await self._insert_message(conn, seq, record, body)
+                updated = change.updated_appending(record, checked, now())
                 names.append("message_count")
-            updated = change.updated(record, checked, now())
             return await self._save(conn, seq, updated, names, generation)
 
     async def update_metadata(

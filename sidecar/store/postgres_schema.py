@@ -14,7 +14,9 @@ channel, in the writing transaction, for every insert, delete and update of a
 session's row, except an update that only renews its lease (every few seconds for
 every live session: news to nobody). The payload names the session, the database's
 time of the change (`changed_at`, also stored, for catching up after a lost
-connection) and the writer's `application_name` (so a store can skip its own news).
+connection), the writer's `application_name` (so a store can skip its own news) and,
+since v3, the row's `version` after the change (`SessionRecord.version`; absent for a
+deletion).
 """
 
 from __future__ import annotations
@@ -154,7 +156,41 @@ CREATE TRIGGER sessions_changed
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.session_changed();
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2))
+# v3: each record's version (`SessionRecord.version`, bumped by every change the store
+# makes), carried by the notification too. The sessions already stored start at 1, as a
+# new one does (the SQLite store's v6 says the same).
+_V3: Final = f"""
+ALTER TABLE {SCHEMA}.sessions ADD COLUMN version bigint NOT NULL DEFAULT 1;
+CREATE OR REPLACE FUNCTION {SCHEMA}.session_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    changed_id text;
+    changed_version bigint;
+    changed_at double precision := extract(epoch FROM clock_timestamp());
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        changed_id := OLD.id;
+    ELSE
+        NEW.changed_at := changed_at;
+        changed_id := NEW.id;
+        changed_version := NEW.version;
+    END IF;
+    PERFORM pg_notify('{CHANNEL}', json_build_object(
+        'session', changed_id, 'at', changed_at,
+        'origin', current_setting('application_name'), 'version', changed_version)::text);
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;
+    END IF;
+    RETURN NEW;
+END
+$$;
+DROP TRIGGER sessions_changed ON {SCHEMA}.sessions;
+CREATE TRIGGER sessions_changed
+    BEFORE INSERT OR DELETE OR UPDATE OF {_NEWS_COLUMNS}, archived, imported_from, version
+    ON {SCHEMA}.sessions
+    FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.session_changed();
+"""
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3))
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

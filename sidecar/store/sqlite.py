@@ -39,7 +39,7 @@ _FIELDS: Final = (
     "created_at", "updated_at", "model", "last_error", "interrupted", "message_count",
     "forked_from", "context_from", "summary_index", "lease_owner", "lease_expires",
     "usage_input", "usage_output", "approval", "sandbox", "rules", "mcp_servers", "turns",
-    "archived", "imported_from",
+    "archived", "imported_from", "version",
 )  # fmt: skip
 _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
@@ -81,14 +81,14 @@ def _record(row: tuple[Any, ...]) -> tuple[int, SessionRecord]:
         seq, session_id, cwd, title, mode, backend, status, generation, created_at,
         updated_at, model, last_error, interrupted, message_count, forked_from,
         context_from, summary_index, lease_owner, lease_expires, usage_input, usage_output,
-        approval, sandbox, rules, mcp_servers, turns, archived, imported_from,
+        approval, sandbox, rules, mcp_servers, turns, archived, imported_from, version,
     ) = row  # fmt: skip
     return seq, SessionRecord(
         session_id, cwd, title, _MODE[mode], _BACKEND[backend], _STATUS[status], generation,
         created_at, updated_at, model, last_error, bool(interrupted), message_count,
         forked_from, context_from, summary_index, lease_owner, lease_expires, usage_input,
         usage_output, _APPROVAL[approval], None if sandbox is None else _SANDBOX[sandbox],
-        rules, mcp_servers, turns, bool(archived), imported_from,
+        rules, mcp_servers, turns, bool(archived), imported_from, version,
     )  # fmt: skip
 
 
@@ -238,8 +238,10 @@ class SqliteSessionStore:
         return _record(row)
 
     def _save(self, seq: int, record: SessionRecord, *names: str) -> SessionRecord:
-        """Write the named fields of `record`, and always updated_at."""
-        columns = sorted({*names, "updated_at"})  # sorted: one SQL text per set of fields
+        """Write the named fields of `record`, and always updated_at and version."""
+        columns = sorted(
+            {*names, "updated_at", "version"}
+        )  # sorted: one SQL text per set of fields
         self._conn.execute(
             f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in columns)} WHERE seq = ?",
             [*(_column_value(getattr(record, c)) for c in columns), seq],

@@ -36,6 +36,7 @@ def summary(view: SessionView) -> dict[str, Any]:
         "mode": record.mode.value,
         "backend": record.backend.value,
         "generation": record.generation,
+        "version": record.version,
         "live": view.live,
         "messageCount": record.message_count,
         "lastError": record.last_error,
