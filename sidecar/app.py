@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("sidecar")
 
 DRAIN_SECONDS = 5.0
-RARE_AFTER = 2.0  # seconds after the heavy half until the rarely needed part is imported
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -111,8 +110,6 @@ def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assem
             loop.call_soon_threadsafe(_settle, future, result, error)
         if error is None:
             preload.ACP.ensure()  # then what the other methods and ACP updates need
-            threading.Event().wait(RARE_AFTER)  # not competing with the first requests
-            preload.RPC.ensure()
 
     threading.Thread(target=work, name="heavy-half", daemon=True).start()
     return future

@@ -226,12 +226,25 @@ class Lines:
 
 
 async def test_valid_requests_are_answered_exactly_as_jsonrpcserver_answers_them() -> None:
-    """Batches are now split here, so the hot-path test's batch comparison no longer
-    reaches jsonrpcserver: compare with its own whole pipeline directly."""
-    from jsonrpcserver import async_dispatch
+    """jsonrpcserver, the dispatcher of record before ours, is the reference: its whole
+    pipeline and ours answer every kind of valid request alike (unknown methods and
+    positional params included), alone and in batches."""
+    from jsonrpcserver import Error, Success, async_dispatch
 
-    from sidecar.acp.server import RpcServer, wrap
+    from sidecar.acp.server import NO_DATA, RpcServer, call_handler
     from sidecar.domain.errors import SessionNotFound
+
+    def wrap(handler: Any) -> Any:
+        """`handler(params)` as a jsonrpcserver method, its errors mapped as ours are."""
+
+        async def method(_context: object, **params: Any) -> Any:
+            result, error = await call_handler(handler, params)
+            if error is None:
+                return Success(result)
+            code, message, data = error
+            return Error(code, message) if data is NO_DATA else Error(code, message, data)
+
+        return method
 
     async def ok(params: dict[str, Any]) -> Any:
         return {"got": params}
@@ -256,6 +269,7 @@ async def test_valid_requests_are_answered_exactly_as_jsonrpcserver_answers_them
         {"jsonrpc": "2.0", "id": None, "method": "ok", "params": {}},
         {"jsonrpc": "2.0", "id": 4, "method": "nope"},
         {"jsonrpc": "2.0", "id": 5, "method": "ok", "params": [1]},
+        {"jsonrpc": "2.0", "id": 6, "method": "ok", "params": []},
         {"jsonrpc": "2.0", "method": "ok", "params": {}},  # notifications: no answer
         {"jsonrpc": "2.0", "method": "nope"},
     ]

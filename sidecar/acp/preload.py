@@ -76,11 +76,3 @@ def _import_acp() -> None:
 # ACP's SDK: every ACP method but the first requests (`session/new`, `session/list`,
 # `_session/status`) and every ACP update but text chunks and command lists need it.
 ACP = Preload(_import_acp)
-
-
-def _import_jsonrpcserver() -> None:
-    importlib.import_module("jsonrpcserver")
-
-
-# jsonrpcserver: what answers batches, errors and invalid requests (sidecar/acp/server.py).
-RPC = Preload(_import_jsonrpcserver)

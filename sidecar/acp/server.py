@@ -9,23 +9,24 @@ logged and dropped; it is never answered. Errors are mapped to wire codes once, 
 the one table in `sidecar/wire/errors.py`; handlers below this edge only raise
 sidecar errors.
 
-One valid request object for a registered method with named (or no) params -- every
-request a client normally sends -- goes straight to its handler and its reply dict is
-built here. A batch is answered item by item the same way, as a list. What is not a
-request at all is answered here too: bad JSON is a parse error, an object that breaks
-the request schema is an invalid request naming what is wrong. Every answer carries
-the message's own id whenever that id can be read (a string, a number or null in an
-object), so no readable id ever goes unanswered (a request whose `params` is a number
-included); `null` only when it cannot be read (bad JSON, an id of a wrong type, a
-non-object, an empty batch). Unknown methods and positional params are
-jsonrpcserver's, the dispatcher of record for those answers; it is imported on the
-first such message, not at start-up (its JSON-schema dependency costs ~0.1 s of import).
+Every message takes one path, `_answer`, alone or as an item of a batch: a response
+goes to the request of ours it answers; a valid request for a registered method goes to
+its handler (named params, or none, or an empty array); anything else is answered here
+with the error JSON-RPC 2.0 gives it, word for word as jsonrpcserver gives it (the
+dispatcher of record before this one; tests/test_protocol_fuzz_ids.py compares every
+case with it): bad JSON is a parse error, an object that breaks the request schema an
+invalid request naming what is wrong, an unknown method "Method not found" with the
+name as data, positional params "Invalid params". A batch is answered item by item the
+same way, as a list, so the single, batch and fast paths cannot disagree. Every answer
+carries the message's own id whenever that id can be read (a string, a number or null
+in an object), so no readable id ever goes unanswered (a request whose `params` is a
+number included); `null` only when it cannot be read (bad JSON, an id of a wrong type,
+a non-object, an empty batch).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
 import json
 import logging
@@ -36,7 +37,6 @@ from typing import Any
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import MAX_MESSAGE_BYTES, encode_message
-from sidecar.acp import preload
 from sidecar.acp.stdio import LineWriter
 from sidecar.domain.errors import SidecarError
 from sidecar.wire.errors import to_protocol_error
@@ -139,9 +139,9 @@ def _is_response(message: Any) -> bool:
     )
 
 
-# A handler's outcome: (result, None) or (None, (code, message, data)); data is _NO_DATA
+# A handler's outcome: (result, None) or (None, (code, message, data)); data is NO_DATA
 # when the error carries none (jsonrpcserver then leaves "data" out).
-_NO_DATA: Any = object()
+NO_DATA: Any = object()
 Outcome = tuple[Any, "tuple[int, str, Any] | None"]
 
 
@@ -167,67 +167,37 @@ async def call_handler(handler: Handler, params: dict[str, Any]) -> Outcome:
             return None, (error.code, error.message, error.data)
         log.exception("internal error in %s", getattr(handler, "__name__", "handler"))
         error = ProtocolError.internal()
-        return None, (error.code, error.message, _NO_DATA)
+        return None, (error.code, error.message, NO_DATA)
     return ({} if result is None else result), None
 
 
-def wrap(handler: Handler) -> Callable[..., Awaitable[Any]]:
-    """Adapt a `handler(params)` to jsonrpcserver: named params only, errors mapped here."""
-    preload.RPC.ensure()
-    from jsonrpcserver import Error, Success
-
-    async def method(_context: object, **params: Any) -> Any:
-        result, error = await call_handler(handler, params)
-        if error is None:
-            return Success(result)
-        code, message, data = error
-        return Error(code, message) if data is _NO_DATA else Error(code, message, data)
-
-    # jsonrpcserver binds params against inspect.signature() on every call; a precomputed
-    # __signature__ makes that lookup immediate.
-    method.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
-    return method
+_NOT_FOUND = "Method not found"
+_POSITIONAL = ProtocolError(
+    ErrorCode.INVALID_PARAMS, "Invalid params", "too many positional arguments"
+)
 
 
-def _direct(parsed: Any, handlers: dict[str, Handler]) -> tuple[Handler, dict[str, Any]] | None:
-    """The handler and params of one valid request object for a registered method with
-    named or no params; None for anything else (an invalid request, answered here, or an
-    unknown method or positional params, jsonrpcserver's)."""
-    if type(parsed) is not dict or parsed.get("jsonrpc") != "2.0" or parsed.keys() - _REQUEST_KEYS:
-        return None
-    method = parsed.get("method")
-    handler = handlers.get(method) if type(method) is str else None
+def _route(request: dict[str, Any], handlers: dict[str, Handler]) -> Handler | ProtocolError:
+    """The handler of a valid request object, or the error it is answered with."""
+    handler = handlers.get(request["method"])
     if handler is None:
-        return None
-    params = parsed.get("params", _NO_DATA)
-    if params is _NO_DATA:
-        params = {}
-    elif type(params) is not dict or "_context" in params:
-        # Positional params, or a name jsonrpcserver's binding refuses: its answer.
-        return None
-    if "id" in parsed and not _valid_id(parsed["id"]):
-        return None
-    return handler, params
+        return ProtocolError(ErrorCode.METHOD_NOT_FOUND, _NOT_FOUND, request["method"])
+    params = request.get("params")
+    if type(params) is list and params:
+        return _POSITIONAL
+    return handler
 
 
 class RpcServer:
     def __init__(self, writer: LineWriter) -> None:
         self._writer = writer
         self._handlers: dict[str, Handler] = {}
-        self._wrapped: dict[str, Callable[..., Awaitable[Any]]] | None = None  # jsonrpcserver's
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[Any]] = {}
 
     def register(self, name: str, handler: Handler) -> None:
         self._handlers[name] = handler
-        self._wrapped = None
-
-    def _methods(self) -> dict[str, Callable[..., Awaitable[Any]]]:
-        """The handlers as jsonrpcserver methods, made when it first needs them."""
-        if self._wrapped is None:
-            self._wrapped = {name: wrap(handler) for name, handler in self._handlers.items()}
-        return self._wrapped
 
     def in_flight(self) -> int:
         """Requests dispatched and not yet answered."""
@@ -377,44 +347,31 @@ class RpcServer:
             if _is_response(item):
                 self._take_response(item)
                 return None
-            direct = _direct(item, self._handlers)
-            if direct is not None:
-                # The common case: straight to the handler, the reply built here, as
-                # jsonrpcserver would build it.
-                result, error = await call_handler(*direct)
-                if "id" not in item:
-                    return None  # a notification: never answered
-                if error is None:
-                    return {"jsonrpc": "2.0", "result": result, "id": item["id"]}
-                code, message, data = error
-                body = {"code": code, "message": message}
-                if data is not _NO_DATA:
-                    body["data"] = data
-                return {"jsonrpc": "2.0", "error": body, "id": item["id"]}
             problem = request_problem(item)
             if problem is not None:
                 return _error_reply(readable_id(item), _invalid_request(problem))
-            return await self._dispatch_full(item)
+            routed = _route(item, self._handlers)
+            result: Any
+            error: tuple[int, str, Any] | None
+            if isinstance(routed, ProtocolError):
+                result, error = None, (routed.code, routed.message, routed.data)
+            else:
+                params = item.get("params")
+                result, error = await call_handler(routed, params if type(params) is dict else {})
+            if "id" not in item:
+                return None  # a notification: never answered
+            if error is None:
+                return {"jsonrpc": "2.0", "result": result, "id": item["id"]}
+            code, message, data = error
+            body = {"code": code, "message": message}
+            if data is not NO_DATA:
+                body["data"] = data
+            return {"jsonrpc": "2.0", "error": body, "id": item["id"]}
         except Exception:
             log.exception("dispatch failed")
             if request_problem(item) is None and "id" not in item:
                 return None  # a notification still gets no answer
             return _error_reply(readable_id(item), ProtocolError.internal())
-
-    async def _dispatch_full(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        """jsonrpcserver's answer to a valid request object the direct path leaves to it
-        (an unknown method, positional params)."""
-        preload.RPC.ensure()
-        from jsonrpcserver.async_dispatcher import dispatch_request
-        from jsonrpcserver.dispatcher import create_request, to_response
-        from jsonrpcserver.response import to_serializable
-        from jsonrpcserver.sentinels import NOID
-
-        parsed, result = await dispatch_request(self._methods(), self, create_request(request))
-        if parsed.id is NOID:
-            return None
-        reply = to_serializable(to_response(parsed, result))
-        return reply if isinstance(reply, dict) else None
 
     async def drain(self, timeout: float) -> None:
         """Wait for in-flight requests to answer; cancel what is still running after `timeout`."""
