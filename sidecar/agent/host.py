@@ -1,7 +1,10 @@
-"""What the agent loop needs from the runtime that runs it: a small typed interface.
+"""What an engine needs from the runtime that runs it: small typed interfaces.
 
-The loop is transport-free and store-free; everything it does to the world goes
-through these methods (fenced transcript writes, events, commands).
+`EngineHost` is what any engine (`agent/engine.py`) gets: fenced transcript writes, the
+events it streams, consent, file access rules and terminals. `TurnHost` adds the model
+services the builtin engine (the agent loop) uses: the provider, the context, the tools
+offered, MCP calls. Engines are transport-free and store-free; everything they do to the
+world goes through these methods.
 """
 
 from __future__ import annotations
@@ -15,14 +18,35 @@ from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.context import ChatMessage
 from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.providers.base import Provider, Usage
-from sidecar.domain.events import SessionEvent
+from sidecar.domain.events import (
+    AgentTextChunk,
+    AgentThoughtChunk,
+    ToolCallFinished,
+    ToolCallRunning,
+    ToolCallStarted,
+    ToolOutputChunk,
+    UsageUpdated,
+)
 
 if TYPE_CHECKING:
     from sidecar.domain.permissions import PermissionRequest, Verdict
 from sidecar.domain.transcript import Entry
 
+# What an engine streams while a turn runs: text, thought, a tool call's life, usage.
+EngineEvent = (
+    AgentTextChunk
+    | AgentThoughtChunk
+    | ToolCallStarted
+    | ToolCallRunning
+    | ToolOutputChunk
+    | ToolCallFinished
+    | UsageUpdated
+)
 
-class TurnHost(Protocol):
+
+class EngineHost(Protocol):
+    """The host services every engine uses."""
+
     @property
     def cwd(self) -> str: ...
 
@@ -32,9 +56,6 @@ class TurnHost(Protocol):
     @property
     def limits(self) -> CommandLimits: ...
 
-    @property
-    def provider(self) -> Provider: ...
-
     async def record(self, entry: Entry) -> None:
         """Append to the transcript (fenced) and to the provider context."""
 
@@ -42,25 +63,8 @@ class TurnHost(Protocol):
         """The turn's last entry (the loop returns right after): written together with the
         end of the turn, in the same transaction, before the turn is answered."""
 
-    def provider_context(self) -> list[ChatMessage]:
-        """System prompt plus the context, in Chat Completions form."""
-
-    def publish(self, event: SessionEvent) -> None: ...
-
-    def add_usage(self, usage: Usage | None, context_window: int | None) -> None:
-        """A model call's tokens: counted for the turn and the session, told to clients."""
-
-    async def before_model_call(self) -> None:
-        """A hook before each model call (automatic compaction, MCP servers connected)."""
-
-    def tool_specs(self) -> list[dict[str, Any]]:
-        """The tools offered to the model now (built-in and MCP), as function schemas."""
-
-    def mcp_tool(self, name: str) -> ToolSpec | None:
-        """The MCP tool the model may call by this public name in this mode, if any."""
-
-    async def call_mcp(self, name: str, arguments: dict[str, Any]) -> McpCallResult:
-        """One MCP tool call (failures are results; cancellation propagates)."""
+    def publish(self, event: EngineEvent) -> None:
+        """One event of the turn, to every client (numbered, replayable)."""
 
     async def authorize(self, request: PermissionRequest) -> Verdict:
         """Rules, the approval setting, and if need be the user: may this call run?"""
@@ -82,3 +86,28 @@ class TurnHost(Protocol):
 
     async def before_tool_call(self) -> None:
         """Right before a tool that may change files runs: the turn's checkpoint is taken."""
+
+
+class TurnHost(EngineHost, Protocol):
+    """The builtin engine's host: the services above and the model's."""
+
+    @property
+    def provider(self) -> Provider: ...
+
+    def provider_context(self) -> list[ChatMessage]:
+        """System prompt plus the context, in Chat Completions form."""
+
+    def add_usage(self, usage: Usage | None, context_window: int | None) -> None:
+        """A model call's tokens: counted for the turn and the session, told to clients."""
+
+    async def before_model_call(self) -> None:
+        """A hook before each model call (automatic compaction, MCP servers connected)."""
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools offered to the model now (built-in and MCP), as function schemas."""
+
+    def mcp_tool(self, name: str) -> ToolSpec | None:
+        """The MCP tool the model may call by this public name in this mode, if any."""
+
+    async def call_mcp(self, name: str, arguments: dict[str, Any]) -> McpCallResult:
+        """One MCP tool call (failures are results; cancellation propagates)."""

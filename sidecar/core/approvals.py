@@ -15,17 +15,15 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.values import Approval
+from sidecar.core.events import EventStream
 from sidecar.domain.errors import InvalidInput, InvalidState, NothingPending
 from sidecar.domain.events import PermissionAsked, PermissionSettled
 from sidecar.domain.permissions import Choice, PermissionAnswer, PermissionRequest, Verdict
-from sidecar.domain.records import now
+from sidecar.domain.records import SessionRecord, now
 from sidecar.domain.rules import Decision, Match, Rule, decide, rules_from_json
-
-if TYPE_CHECKING:
-    from sidecar.core.runtime import SessionRuntime
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +33,22 @@ Asker = Callable[[str, PermissionRequest], Awaitable[PermissionAnswer]]
 # Settled requests remembered per runtime, so a late second answer is told "already
 # answered" (409) rather than "no such request" (404); the oldest are forgotten first.
 SETTLED_REMEMBERED = 1024
+
+
+class ApprovalOwner(Protocol):
+    """What the desk uses of its runtime: the rules and setting in its record, where to
+    tell clients, and the runtime's write of a rule an "always" answer adds."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def record(self) -> SessionRecord: ...
+
+    @property
+    def events(self) -> EventStream: ...
+
+    async def set_rules(self, rules: tuple[Rule, ...]) -> None: ...
 
 
 @dataclass
@@ -47,7 +61,7 @@ class Pending:
 class ApprovalDesk:
     """One runtime's approvals: its pending requests and the rules it applies."""
 
-    def __init__(self, runtime: SessionRuntime, asker: Asker | None) -> None:
+    def __init__(self, runtime: ApprovalOwner, asker: Asker | None) -> None:
         self._runtime = runtime
         self._asker = asker
         self.pending: dict[str, Pending] = {}

@@ -8,7 +8,7 @@ generation the listener belongs to: a listener never acts on a later runtime.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.core.approvals import Pending
@@ -16,15 +16,48 @@ from sidecar.core.events import EventStream
 from sidecar.core.views import SessionView, TerminalSize
 from sidecar.domain.events import Origin
 from sidecar.domain.records import SessionRecord
+from sidecar.domain.rules import Rule
 from sidecar.domain.transcript import Entry
 
-if TYPE_CHECKING:
-    from sidecar.core.manager import SessionManager
+
+class PermissionsOwner(Protocol):
+    """The manager's consent calls the endpoint uses (`settings.SessionSettings`)."""
+
+    async def permissions(self, session_id: str) -> tuple[tuple[Rule, ...], list[Pending]]: ...
+
+    async def answer_permission(
+        self, session_id: str, call_id: str, option_id: str, *, generation: int | None = None
+    ) -> None: ...
+
+
+class EndpointOwner(Protocol):
+    """The manager's calls an endpoint makes: each applies the manager's rules once."""
+
+    @property
+    def settings(self) -> PermissionsOwner: ...
+
+    async def view(self, session_id: str) -> SessionView: ...
+
+    def view_of(self, record: SessionRecord) -> SessionView: ...
+
+    def start_prompt(
+        self, session_id: str, text: str, origin: Origin, *, generation: int
+    ) -> asyncio.Task[TurnOutcome]: ...
+
+    async def cancel(self, session_id: str, *, generation: int | None = None) -> bool: ...
+
+    async def messages(
+        self, session_id: str, offset: int, limit: int
+    ) -> tuple[list[tuple[int, Entry]], int]: ...
+
+    async def resize(
+        self, session_id: str, rows: int, cols: int, *, generation: int | None = None
+    ) -> TerminalSize: ...
 
 
 class SessionEndpoint:
     def __init__(
-        self, manager: SessionManager, session_id: str, generation: int, events: EventStream
+        self, manager: EndpointOwner, session_id: str, generation: int, events: EventStream
     ) -> None:
         self._manager = manager
         self.session_id = session_id

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from sidecar.core.leases import Leases
 from sidecar.core.registry import RuntimeRegistry
@@ -23,19 +23,37 @@ from sidecar.domain.errors import SidecarError
 from sidecar.domain.records import now
 from sidecar.store.base import SessionStore
 
-if TYPE_CHECKING:
-    from sidecar.core.runtime import SessionRuntime
-
 log = logging.getLogger(__name__)
 
 
-class LeaseRenewal:
+class Renewed(Protocol):
+    """What the renewal reads of a live runtime, and the mark it sets on a lost one."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def superseded(self) -> bool: ...
+
+    def supersede(self) -> None: ...
+
+
+R = TypeVar("R", bound=Renewed)
+
+
+class LeaseRenewal(Generic[R]):
     def __init__(
         self,
         store: SessionStore,
         leases: Leases,
-        registry: RuntimeRegistry[SessionRuntime],
-        drop: Callable[[SessionRuntime], Coroutine[Any, Any, None]],
+        registry: RuntimeRegistry[R],
+        drop: Callable[[R], Coroutine[Any, Any, None]],
         release: Callable[[str], Coroutine[Any, Any, None]],
     ) -> None:
         self._store = store
@@ -71,7 +89,7 @@ class LeaseRenewal:
                 log.warning(
                     "session %s was taken over elsewhere; stopping here", runtime.session_id
                 )
-                runtime.superseded = True
+                runtime.supersede()
                 self._background(self._drop(runtime))
         for session_id in held.difference(self._registry.ids()):
             self._background(self._release(session_id))

@@ -6,13 +6,11 @@ the core imports neither an SDK nor aiohttp.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from sidecar.agent.providers.base import Provider
+from sidecar.core.endpoint import SessionEndpoint
 from sidecar.domain.records import SessionRecord
-
-if TYPE_CHECKING:
-    from sidecar.core.endpoint import SessionEndpoint
 
 
 class Listener(Protocol):
@@ -26,6 +24,6 @@ class Listener(Protocol):
 
 # (the session endpoint it serves, the bearer token) -> a listener, or None where binding
 # sockets is not allowed (the runtime then runs without an endpoint).
-ListenerFactory = Callable[["SessionEndpoint", str], Awaitable[Listener | None]]
+ListenerFactory = Callable[[SessionEndpoint, str], Awaitable[Listener | None]]
 # A new provider client per runtime generation, never shared.
 ProviderFactory = Callable[[SessionRecord], Provider]

@@ -10,19 +10,36 @@ context from the marker. The code part is the checkpoints' (`sidecar/core/checkp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from protocol.values import RewindScope
 from sidecar.agent.context import PageReader
+from sidecar.core.checkpointing import TurnCheckpoints
+from sidecar.core.parts import RecordWriter
 from sidecar.core.views import RewindOutcome
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.records import SessionRecord
-from sidecar.domain.transcript import MarkerEntry, MarkerKind, Skip, UserEntry, to_row
-
-if TYPE_CHECKING:
-    from sidecar.core.turns import TurnRunner
+from sidecar.domain.transcript import Entry, MarkerEntry, MarkerKind, Skip, UserEntry
 
 PROBE: Final = 64  # entries read per step of the search for a turn
+
+
+class RewindOwner(RecordWriter, Protocol):
+    """The runtime as a rewind sees it: its record's one writer, and its checkpoints."""
+
+    @property
+    def checkpoints(self) -> TurnCheckpoints: ...
+
+
+class RewindHost(Protocol):
+    """What a rewind uses of the turn runner that holds the lock (`TurnRunner`)."""
+
+    @property
+    def runtime(self) -> RewindOwner: ...
+
+    async def read_entries(self, offset: int, limit: int) -> list[Entry]: ...
+
+    def forget_context(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +105,10 @@ async def context_at(read: PageReader, record: SessionRecord, index: int) -> Con
     return ContextState(pointer, marker.context_from or 0, summary, marker.skips)
 
 
-async def rewind_conversation(runner: TurnRunner, turn: int) -> int:
+async def rewind_conversation(runner: RewindHost, turn: int) -> int:
     """The model's context restarts before `turn`; returns the marker's index."""
     runtime = runner.runtime
-    record = await runtime.store.get(runtime.session_id)
+    record = await runtime.stored()
     read = runner.read_entries
     start = await locate_turn(read, record.message_count, turn)
     if start is None:
@@ -109,19 +126,13 @@ async def rewind_conversation(runner: TurnRunner, turn: int) -> int:
         skips=(*state.skips, (start, index)),
         previous=record.summary_index,
     )
-    runtime.record = await runtime.store.update(
-        runtime.session_id,
-        runtime.generation,
-        append=to_row(marker),
-        context_from=state.context_from,
-        summary_index=index,
-    )
+    await runtime.write(append=marker, context_from=state.context_from, summary_index=index)
     runner.forget_context()  # rebuilt from the marker on the next model call
     return index
 
 
 async def rewind(
-    runner: TurnRunner,
+    runner: RewindHost,
     turn: int | None,
     scope: RewindScope,
     *,

@@ -4,6 +4,11 @@ A `SessionRuntime` owns its listener, token, provider client, terminal and turn 
 for one generation and is never revived: resume makes a new one. Every write it makes
 goes through the store with its generation, so a superseded or closed runtime cannot
 change the record. Its turns (and compactions) live in `TurnRunner`.
+
+The runtime is the one writer of its record and status: its parts (turns, compaction,
+rewind, approvals) change them only through `write` (fenced), `transition` (a write and
+its event), `append` (a transcript row by itself) and `observe` (a metadata change the
+manager stored unfenced); no other module assigns `record` or `status`.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from typing_extensions import Unpack
 
@@ -23,11 +27,13 @@ from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
+from sidecar.agent.engine import BuiltinEngine, EngineFactory
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.sandbox import SandboxMode, SandboxStatus
 from sidecar.checkpoints.store import CheckpointStore
 from sidecar.core.approvals import ApprovalDesk, Asker
 from sidecar.core.checkpointing import TurnCheckpoints
+from sidecar.core.endpoint import SessionEndpoint
 from sidecar.core.events import EventStream
 from sidecar.core.mcp_tools import McpSettings, McpTools
 from sidecar.core.output_spools import OutputSpools
@@ -36,14 +42,16 @@ from sidecar.core.turns import TurnRunner
 from sidecar.core.views import TerminalSize
 from sidecar.domain.errors import InvalidState, RuntimeFailed, StaleGeneration, StoreError
 from sidecar.domain.events import McpServersChanged, ModeChanged, StateChanged
-from sidecar.domain.records import SessionRecord, check_transition, effective_sandbox
+from sidecar.domain.records import (
+    METADATA_FIELDS,
+    SessionRecord,
+    check_transition,
+    effective_sandbox,
+)
 from sidecar.domain.redaction import SECRETS
 from sidecar.domain.rules import Rule, rules_to_json
-from sidecar.domain.transcript import Entry, to_row
+from sidecar.domain.transcript import Entry, from_row, to_row
 from sidecar.store.base import RecordChanges, SessionStore
-
-if TYPE_CHECKING:
-    from sidecar.core.endpoint import SessionEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +71,8 @@ class RuntimeDeps:
     spools: OutputSpools = field(default_factory=lambda: OutputSpools(None))
     # Directories no command or MCP server may see (the data and config dirs): sandbox.wrap.
     hide: tuple[str, ...] = ()
+    # What runs the turns, one per generation (agent/engine.py); the builtin agent loop.
+    make_engine: EngineFactory = BuiltinEngine
 
 
 class SessionRuntime:
@@ -72,20 +82,21 @@ class SessionRuntime:
         self.cwd = record.cwd
         self.backend = record.backend
         self.mode = record.mode
-        self.status = record.status
+        self._status = record.status
         self.limits = deps.limits
         self.events = events
-        self.record = record  # as this runtime last wrote it
+        self._record = record  # as this runtime last wrote it
         self.terminal = Terminal()  # fresh per generation: PTY descriptors are never persisted
         self.token = secrets.token_urlsafe(32)
         SECRETS.add(self.token)  # masked in every log line while the runtime lives
         self.listener: Listener | None = None
-        self.superseded = False
+        self._superseded = False
         self.store: SessionStore = deps.store
         self._deps = deps
         self._provider: Provider | None = None
         self._close_task: asyncio.Task[None] | None = None
-        self.turns = TurnRunner(self, deps.context_budget)
+        self.engine = deps.make_engine()
+        self.turns = TurnRunner(self, deps.context_budget, self.engine)
         self.approvals = ApprovalDesk(self, deps.asker)
         self.mcp = McpTools(
             record.mcp_servers,
@@ -106,6 +117,15 @@ class SessionRuntime:
         return self._generation
 
     @property
+    def record(self) -> SessionRecord:
+        """The record as this runtime last wrote (or observed) it; changed only here."""
+        return self._record
+
+    @property
+    def status(self) -> Status:
+        return self._status
+
+    @property
     def provider(self) -> Provider:
         if self._provider is None:
             raise InvalidState(f"session {self.session_id}: runtime not started")
@@ -119,26 +139,77 @@ class SessionRuntime:
     def closed(self) -> bool:
         return self._close_task is not None
 
+    @property
+    def superseded(self) -> bool:
+        """Another generation took the session over: nothing this one writes lands."""
+        return self._superseded
+
+    def supersede(self) -> None:
+        """Marked taken over (lease lost, a newer generation seen): close writes nothing."""
+        self._superseded = True
+
     # ---- state -------------------------------------------------------------------------
+
+    async def write(
+        self, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
+    ) -> SessionRecord:
+        """The runtime's one fenced write of its record (and of a row with it, in the same
+        transaction). A refused fence means another generation took over: superseded."""
+        row = None if append is None else to_row(append)
+        try:
+            record = await self.store.update(
+                self.session_id, self.generation, append=row, **changes
+            )
+        except StaleGeneration:
+            self._superseded = True
+            raise
+        self._record = record
+        return record
 
     async def transition(
         self, new: Status, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
     ) -> SessionRecord:
         """The runtime's one way to change its state: fenced write, then one event."""
         check_transition(self.session_id, self.status, new)
-        row = None if append is None else to_row(append)
         payload: RecordChanges = {**changes, "status": new}
-        try:
-            record = await self.store.update(
-                self.session_id, self.generation, append=row, **payload
-            )
-        except StaleGeneration:
-            self.superseded = True
-            raise
-        self.status = new
-        self.record = record
+        record = await self.write(append=append, **payload)
+        self._status = new
         self.events.publish(StateChanged(record))
         return record
+
+    async def append(self, entry: Entry) -> int:
+        """One transcript row by itself (fenced); its index. The record's counters are
+        the store's until the next write."""
+        try:
+            return await self.store.append_message(self.session_id, self.generation, to_row(entry))
+        except StaleGeneration:
+            self._superseded = True
+            raise
+
+    async def entries(self, offset: int, limit: int) -> list[Entry]:
+        """A page of the transcript as entries (reads are anyone's; writes are ours)."""
+        rows = await self.store.messages(self.session_id, offset, limit)
+        return [from_row(row) for row in rows]
+
+    async def stored(self) -> SessionRecord:
+        """The record as stored now (its transcript length counts rows `append` added)."""
+        return await self.store.get(self.session_id)
+
+    def observe(self, record: SessionRecord, *fields: str) -> None:
+        """A metadata change (a name, archived) the manager stored unfenced: the runtime's
+        record takes just those `fields` of it, nothing of a record it did not write (the
+        rest may be older than the runtime's own last write)."""
+        unknown = set(fields) - METADATA_FIELDS
+        if unknown:
+            raise ValueError(f"not metadata fields: {sorted(unknown)}")
+        self._record = self._record.replace(**{name: getattr(record, name) for name in fields})
+
+    def fail_unrecorded(self, reason: str) -> None:
+        """The store refused the end of a turn: the runtime is in error here (it takes no
+        turn it cannot record) though the record could not say so; clients are told."""
+        self._status = Status.ERROR
+        self._record = self._record.replace(status=Status.ERROR, last_error=reason)
+        self.events.publish(StateChanged(self._record))
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -215,6 +286,10 @@ class SessionRuntime:
     async def _release(self) -> None:
         await self.checkpoints.aclose()
         try:
+            await self.engine.close()
+        except Exception:
+            log.exception("session %s: closing its engine failed", self.session_id)
+        try:
             await self.mcp.aclose()
         except Exception:
             log.exception("session %s: closing its MCP servers failed", self.session_id)
@@ -236,7 +311,7 @@ class SessionRuntime:
             raise InvalidState(
                 f"session {self.session_id} is {self.status.value}: the mode changes only while idle"
             )
-        self.record = await self.store.update(self.session_id, self.generation, mode=mode)
+        await self.write(mode=mode)
         self.mode = mode
         self.events.publish(ModeChanged(mode))
 
@@ -247,7 +322,7 @@ class SessionRuntime:
             raise InvalidState(
                 f"session {self.session_id} is {self.status.value}: the model changes only while idle"
             )
-        self.record = await self.store.update(self.session_id, self.generation, model=model)
+        await self.write(model=model)
         self.provider.model = model
 
     def resize(self, rows: int, cols: int) -> TerminalSize:
@@ -271,9 +346,7 @@ class SessionRuntime:
 
     async def set_rules(self, rules: tuple[Rule, ...]) -> None:
         """Durable, for this and every later generation (and copied by fork)."""
-        self.record = await self.store.update(
-            self.session_id, self.generation, rules=rules_to_json(rules)
-        )
+        await self.write(rules=rules_to_json(rules))
 
     async def set_setting(
         self, *, approval: Approval | None = None, sandbox: Sandbox | None = None
@@ -287,7 +360,7 @@ class SessionRuntime:
             changes["approval"] = approval
         if sandbox is not None:
             changes["sandbox"] = sandbox
-        self.record = await self.store.update(self.session_id, self.generation, **changes)
+        await self.write(**changes)
 
     def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput:
         """Where one command's output goes: the model's part, the live stream, the spool."""

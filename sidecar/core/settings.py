@@ -7,22 +7,47 @@ generation), else to the record where that is safe (a name, the rules).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from protocol.values import Approval, Mode, Sandbox
 from sidecar.core.approvals import Pending
 from sidecar.core.cwd_rules import check_sandboxable
+from sidecar.core.events import EventHub
+from sidecar.core.registry import KeyedLock
+from sidecar.core.runtime import SessionRuntime
 from sidecar.core.views import McpServerView, SessionView
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import McpServersChanged, TitleChanged
+from sidecar.domain.records import SessionRecord
 from sidecar.domain.rules import Rule, rules_from_json, rules_to_json
+from sidecar.store.base import SessionStore
 
-if TYPE_CHECKING:
-    from sidecar.core.manager import SessionManager
+
+class SettingsOwner(Protocol):
+    """What the settings use of the manager: its runtimes, store, locks and events."""
+
+    @property
+    def store(self) -> SessionStore: ...
+
+    @property
+    def locks(self) -> KeyedLock: ...
+
+    @property
+    def events(self) -> EventHub: ...
+
+    def runtime(self, session_id: str) -> SessionRuntime | None: ...
+
+    async def live(
+        self, session_id: str, action: str, generation: int | None = None
+    ) -> SessionRuntime: ...
+
+    async def claimable(self, session_id: str, action: str) -> SessionRecord: ...
+
+    def view_of(self, record: SessionRecord) -> SessionView: ...
 
 
 class SessionSettings:
-    def __init__(self, manager: SessionManager) -> None:
+    def __init__(self, manager: SettingsOwner) -> None:
         self._manager = manager
 
     async def set_mode(self, session_id: str, mode: Mode) -> None:
@@ -72,7 +97,7 @@ class SessionSettings:
         record = await self._manager.store.update_metadata(session_id, title=title)
         runtime = self._manager.runtime(session_id)
         if runtime is not None:
-            runtime.record = runtime.record.replace(title=record.title)
+            runtime.observe(record, "title")
         self._manager.events.publish(session_id, TitleChanged(record.title, record.updated_at))
         return self._manager.view_of(record)
 

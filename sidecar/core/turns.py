@@ -13,13 +13,15 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
+
+from typing_extensions import Unpack
 
 from protocol.values import Mode, RewindScope, Sandbox, Status, StopReason
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.context import ChatMessage, ProviderContext
-from sidecar.agent.loop import run_turn
+from sidecar.agent.engine import Engine
 from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.base import Provider, Usage
@@ -27,6 +29,11 @@ from sidecar.agent.providers.offline import CHARS_PER_TOKEN
 from sidecar.agent.tools import function_spec, system_prompt, tools_for_mode
 from sidecar.core import compaction
 from sidecar.core import rewind as rewind_steps
+from sidecar.core.approvals import ApprovalDesk
+from sidecar.core.checkpointing import TurnCheckpoints
+from sidecar.core.events import EventStream
+from sidecar.core.mcp_tools import McpTools
+from sidecar.core.parts import RecordWriter
 from sidecar.core.views import CompactionOutcome, RewindOutcome
 from sidecar.domain.errors import (
     CheckpointError,
@@ -40,20 +47,16 @@ from sidecar.domain.errors import (
 from sidecar.domain.events import (
     Origin,
     SessionEvent,
-    StateChanged,
     TitleChanged,
     TurnEnded,
     UsageUpdated,
     UserMessageAdded,
 )
 from sidecar.domain.permissions import PermissionRequest, Verdict
-from sidecar.domain.records import DEFAULT_TITLE
+from sidecar.domain.records import DEFAULT_TITLE, SessionRecord
 from sidecar.domain.titles import title_from
-from sidecar.domain.transcript import Entry, UserEntry, cancelled_marker, from_row, to_row
+from sidecar.domain.transcript import Entry, UserEntry, cancelled_marker
 from sidecar.store.base import RecordChanges
-
-if TYPE_CHECKING:
-    from sidecar.core.runtime import SessionRuntime
 
 # What a client is told of a turn that failed on a bug of ours.
 INTERNAL_FAILURE: Final = (
@@ -65,11 +68,71 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class TurnOwner(RecordWriter, Protocol):
+    """The runtime as its turns see it (`runtime.SessionRuntime`): its state and its
+    writes (the runtime is their one writer), its parts, and what runs a command."""
+
+    @property
+    def status(self) -> Status: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def superseded(self) -> bool: ...
+
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def mode(self) -> Mode: ...
+
+    @property
+    def limits(self) -> CommandLimits: ...
+
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def sandbox_mode(self) -> Sandbox: ...
+
+    @property
+    def hidden_dirs(self) -> tuple[str, ...]: ...
+
+    @property
+    def events(self) -> EventStream: ...
+
+    @property
+    def approvals(self) -> ApprovalDesk: ...
+
+    @property
+    def checkpoints(self) -> TurnCheckpoints: ...
+
+    @property
+    def mcp(self) -> McpTools: ...
+
+    async def transition(
+        self, new: Status, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
+    ) -> SessionRecord: ...
+
+    async def append(self, entry: Entry) -> int: ...
+
+    async def entries(self, offset: int, limit: int) -> list[Entry]: ...
+
+    def fail_unrecorded(self, reason: str) -> None: ...
+
+    def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput: ...
+
+    async def execute(self, command: str, output: CommandOutput) -> CommandResult: ...
+
+
 class TurnRunner:
     """Runs one runtime's turns; implements the agent loop's `TurnHost`."""
 
-    def __init__(self, runtime: SessionRuntime, context_budget: int) -> None:
+    def __init__(self, runtime: TurnOwner, context_budget: int, engine: Engine) -> None:
         self._runtime = runtime
+        self._engine = engine  # what runs the turns; known only by its interface
+        self._engine_turn = False  # the running work is the engine's (not a compaction)
         self._context_budget = context_budget
         self._supervisor: asyncio.Task[Any] | None = None
         self._work: asyncio.Task[Any] | None = None
@@ -124,7 +187,11 @@ class TurnRunner:
             if titled:
                 runtime.events.publish(TitleChanged(started.title, started.updated_at))
 
-        return self._begin(claim, lambda: run_turn(self), cancelled, self._checkpoint_end)
+        task = self._begin(
+            claim, lambda: self._engine.run_turn(self, text), cancelled, self._checkpoint_end
+        )
+        self._engine_turn = True
+        return task
 
     async def compact(self, keep_turns: int) -> CompactionOutcome:
         """`_session/compact`: summarize all but the last `keep_turns` turns, under the lock."""
@@ -164,6 +231,8 @@ class TurnRunner:
         if self._supervisor is None:
             return False
         self._cancel_requested = True
+        if self._engine_turn:
+            self._engine.cancel()  # told first: an engine elsewhere is asked to stop
         if self._work is not None and not self._work.done():
             self._work.cancel()
         return True
@@ -192,6 +261,7 @@ class TurnRunner:
                 "a turn starts only from idle"
             )
         self._cancel_requested = False
+        self._engine_turn = False
         self._usage = Usage()
         self._turn = None
         self._last = None
@@ -204,6 +274,7 @@ class TurnRunner:
         if self._supervisor is task:
             self._supervisor = None
             self._work = None
+            self._engine_turn = False
             self.before_turn = None
 
     async def _supervise(
@@ -315,11 +386,7 @@ class TurnRunner:
             # record. Clients are told (the state as it is here; close releases the runtime
             # and reports the store error).
             log.exception("session %s: cannot record the end of a turn", runtime.session_id)
-            runtime.status = Status.ERROR
-            runtime.record = runtime.record.replace(
-                status=Status.ERROR, last_error=f"cannot record the end of the turn: {exc}"
-            )
-            runtime.events.publish(StateChanged(runtime.record))
+            runtime.fail_unrecorded(f"cannot record the end of the turn: {exc}")
             if last is not None:
                 self._context = None  # the reply is not in the store: reload what is
                 raise  # and the prompt is not answered as if it were
@@ -364,23 +431,17 @@ class TurnRunner:
         self._last = entry  # `_end` writes it with the turn's state
 
     async def record(self, entry: Entry) -> None:
-        runtime = self._runtime
-        index = await runtime.store.append_message(
-            runtime.session_id, runtime.generation, to_row(entry)
-        )
+        index = await self._runtime.append(entry)
         if self._context is not None:
             self._context.append(index, entry)
 
     async def read_entries(self, offset: int, limit: int) -> list[Entry]:
-        runtime = self._runtime
-        rows = await runtime.store.messages(runtime.session_id, offset, limit)
-        return [from_row(row) for row in rows]
+        return await self._runtime.entries(offset, limit)
 
     async def _ensure_context(self) -> ProviderContext:
         if self._context is None:
             # Loaded once per generation, on the first model call, not at resume.
-            runtime = self._runtime
-            record = await runtime.store.get(runtime.session_id)
+            record = await self._runtime.stored()
             self._context = await ProviderContext.load(self.read_entries, record)
         return self._context
 
@@ -454,5 +515,5 @@ class TurnRunner:
         return self._runtime.generation
 
     @property
-    def runtime(self) -> SessionRuntime:
+    def runtime(self) -> TurnOwner:
         return self._runtime

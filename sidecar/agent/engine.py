@@ -1,0 +1,82 @@
+"""The engine seam: what runs a session's turns, behind one small typed interface.
+
+A runtime (`sidecar/core/runtime.py`) makes one `Engine` per generation
+(`RuntimeDeps.make_engine`) and its turn runner (`core/turns.py`) knows only this
+interface: it records the user's message, then `run_turn`s the engine with the prompt;
+the engine streams what happens as typed events (`EngineEvent`: text, thought, a tool
+call's start, running, output and end, usage) through `host.publish`, writes the
+transcript through `host.record` / `host.record_last` (fenced, by the runtime), and
+reaches the world only through the host's services (`agent/host.py: EngineHost`):
+permission (`authorize`: the session's rules, approval setting and the user), file
+access (`cwd`, `hidden`, `sandbox`, `before_tool_call` for the checkpoint) and
+terminals (`command_output`, `execute`: contained in bubblewrap). Lifecycle, leases,
+approvals, checkpoints, the transcript and both edges are the host's, whatever engine
+runs.
+
+Cancel: `cancel()` is told first (an engine that runs elsewhere, an external agent,
+asks it to stop), then the task running `run_turn` is cancelled; an engine ends
+promptly on `CancelledError` and leaves the host to record the turn as cancelled.
+`close()` when the runtime's generation ends. Plan and title events are not part of the
+seam yet (no engine produces them; the host names an untitled session after its first
+prompt).
+
+Today's agent loop (a provider and the builtin tools: `agent/loop.py`) is the `builtin`
+engine: it also uses the host's model services (`TurnHost`: the provider, the context,
+the tool list, MCP calls).
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+from sidecar.agent.host import EngineEvent, EngineHost, TurnHost
+from sidecar.agent.loop import run_turn
+from sidecar.agent.outcome import TurnOutcome
+
+BUILTIN: Final = "builtin"
+
+__all__ = ["BUILTIN", "BuiltinEngine", "Engine", "EngineEvent", "EngineHost", "EngineFactory"]
+
+
+class Engine(Protocol):
+    """One runtime generation's turns. `host` is the runtime's `TurnHost`: an engine that
+    needs no model services of the host takes it as an `EngineHost`."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+        """One turn whose user message (`prompt`) the host already recorded; returns how
+        it ended. Its last transcript row goes through `host.record_last`."""
+        ...
+
+    def cancel(self) -> None:
+        """The running turn is being cancelled (its task is cancelled right after)."""
+        ...
+
+    async def close(self) -> None:
+        """The generation ends: release what the engine holds. Idempotent."""
+        ...
+
+
+class EngineFactory(Protocol):
+    def __call__(self) -> Engine: ...
+
+
+class BuiltinEngine:
+    """The agent loop: a provider asked, the tools it calls run, until it stops."""
+
+    @property
+    def name(self) -> str:
+        return BUILTIN
+
+    async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+        del prompt  # already in the provider context the host keeps
+        return await run_turn(host)
+
+    def cancel(self) -> None:
+        """Nothing to tell: cancelling the task abandons the provider request and stops
+        a running command's processes."""
+
+    async def close(self) -> None:
+        """Nothing held: the provider client and the commands are the runtime's."""
