@@ -1,12 +1,14 @@
 """Our extension methods (`_session/*`, `_sidecar/shutdown`) and the sidecar's own slash
-commands (`/compact`, `/rename`), as thin translations onto the SessionManager."""
+commands (`/compact`, `/rename`), as thin translations onto the SessionManager. Each
+method's params model is in `routes()`; the route parses them, the handler takes them
+typed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 from protocol.methods import Method
@@ -27,7 +29,8 @@ from protocol.models import (
 from protocol.values import Status, StopReason
 from sidecar.acp import preload
 from sidecar.acp.permissions import request_params
-from sidecar.acp.server import RpcServer
+from sidecar.acp.routes import RAW, Params, Route, handlers
+from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import SidecarCommand
 from sidecar.acp.updates import session_update
 from sidecar.core.export_files import read_export
@@ -41,8 +44,6 @@ from sidecar.wire import export as wire_export
 from sidecar.wire import transcript as wire_transcript
 from sidecar.wire.changes import changes_body, rewind_body
 from sidecar.wire.summary import summary
-
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 # An export returned in the result (no directory named) stays below this: a JSON-RPC
 # reply over stdio is one line every other reply waits behind.
@@ -136,32 +137,33 @@ class ExtensionHandlers:
         self.server = server
         self.request_shutdown = request_shutdown
 
-    def table(self) -> dict[str, Handler]:
-        return {
-            Method.STATUS: self.status,
-            Method.MESSAGES: self.messages,
-            Method.RESIZE: self.resize,
-            Method.COMPACT: self.compact,
-            Method.HTTP: self.http,
-            Method.RENAME: self.rename,
-            Method.PERMISSIONS: self.permissions,
-            Method.SET_PERMISSIONS: self.set_permissions,
-            Method.MCP_RECONNECT: self.reconnect_mcp,
-            Method.CHANGES: self.changes,
-            Method.OUTPUT: self.output,
-            Method.REWIND: self.rewind,
-            Method.ARCHIVE: self.archive,
-            Method.EXPORT: self.export,
-            Method.IMPORT: self.import_session,
-            Method.SHUTDOWN: self.shutdown,
-        }
+    def routes(self) -> list[Route[Any]]:
+        return [
+            Route(Method.STATUS, Params(StatusParams), self.status),
+            Route(Method.MESSAGES, Params(MessagesParams), self.messages),
+            Route(Method.RESIZE, Params(ResizeParams), self.resize),
+            Route(Method.COMPACT, Params(CompactParams), self.compact),
+            Route(Method.HTTP, Params(StatusParams), self.http),
+            Route(Method.RENAME, Params(RenameParams), self.rename),
+            Route(Method.PERMISSIONS, Params(StatusParams), self.permissions),
+            Route(Method.SET_PERMISSIONS, RAW, self.set_permissions),
+            Route(Method.MCP_RECONNECT, Params(McpReconnectParams), self.reconnect_mcp),
+            Route(Method.CHANGES, Params(ChangesParams), self.changes),
+            Route(Method.OUTPUT, Params(OutputParams), self.output),
+            Route(Method.REWIND, Params(RewindParams), self.rewind),
+            Route(Method.ARCHIVE, Params(ArchiveParams), self.archive),
+            Route(Method.EXPORT, Params(ExportParams), self.export),
+            Route(Method.IMPORT, Params(ImportParams), self.import_session),
+            Route(Method.SHUTDOWN, RAW, self.shutdown),
+        ]
 
-    async def status(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = StatusParams.model_validate(params)
+    def table(self) -> dict[str, Handler]:
+        return handlers(self.routes())
+
+    async def status(self, request: StatusParams) -> dict[str, Any]:
         return summary(await self.manager.view(request.session_id))
 
-    async def messages(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = MessagesParams.model_validate(params)
+    async def messages(self, request: MessagesParams) -> dict[str, Any]:
         if request.turn is not None:
             found = await self.manager.messages_by_turn(
                 request.session_id, request.turn, request.turns
@@ -177,26 +179,22 @@ class ExtensionHandlers:
         )
         return wire_transcript.page(entries, total)
 
-    async def resize(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = ResizeParams.model_validate(params)
+    async def resize(self, request: ResizeParams) -> dict[str, Any]:
         size = await self.manager.resize(request.session_id, request.rows, request.cols)
         return {"rows": size.rows, "cols": size.cols}
 
-    async def compact(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = CompactParams.model_validate(params)
+    async def compact(self, request: CompactParams) -> dict[str, Any]:
         outcome = await self.manager.compact(request.session_id, request.keep_turns)
         return compaction_result(outcome)
 
-    async def changes(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def changes(self, request: ChangesParams) -> dict[str, Any]:
         """What a turn changed in the working tree (default: the last), with its diff."""
-        request = ChangesParams.model_validate(params)
         found = await self.manager.changes(request.session_id, request.turn)
         return changes_body(found, with_diff=True)
 
-    async def output(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def output(self, request: OutputParams) -> dict[str, Any]:
         """A page of a command's whole output, as the command printed it (escape sequences
         kept: a client renders or strips them); pages end on a character boundary."""
-        request = OutputParams.model_validate(params)
         page = await self.manager.output(
             request.session_id, request.tool_call_id, request.offset, request.limit
         )
@@ -211,8 +209,7 @@ class ExtensionHandlers:
             "total": page.total,
         }
 
-    async def rewind(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = RewindParams.model_validate(params)
+    async def rewind(self, request: RewindParams) -> dict[str, Any]:
         outcome = await self.manager.rewind(
             request.session_id,
             request.turn,
@@ -222,18 +219,15 @@ class ExtensionHandlers:
         )
         return rewind_body(outcome)
 
-    async def rename(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = RenameParams.model_validate(params)
+    async def rename(self, request: RenameParams) -> dict[str, Any]:
         return summary(await self.manager.settings.rename(request.session_id, request.title))
 
-    async def archive(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = ArchiveParams.model_validate(params)
+    async def archive(self, request: ArchiveParams) -> dict[str, Any]:
         return summary(await self.manager.archive(request.session_id, request.archived))
 
-    async def export(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def export(self, request: ExportParams) -> dict[str, Any]:
         """The session as JSON Lines (importable) or Markdown (for reading): written to
         `<directory>/<sessionId>.jsonl|.md` when a directory is named, else returned."""
-        request = ExportParams.model_validate(params)
         directory = None
         if request.directory is not None:
             directory = _absolute("directory", request.directory)
@@ -260,10 +254,9 @@ class ExtensionHandlers:
         size = await _write_file(path, chunks)
         return {**result, "bytes": size, "path": path}
 
-    async def import_session(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def import_session(self, request: ImportParams) -> dict[str, Any]:
         """A new session from a JSON Lines export: every line checked first, then the
         session and its whole transcript stored in one transaction (all or nothing)."""
-        request = ImportParams.model_validate(params)
         if request.path is not None:
             path = _absolute("path", request.path)
             text = await asyncio.to_thread(read_export, path, IMPORT_MAX)
@@ -296,9 +289,8 @@ class ExtensionHandlers:
         )
         return summary(await self.manager.import_session(template, rows))
 
-    async def permissions(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def permissions(self, request: StatusParams) -> dict[str, Any]:
         """The rules, and the calls waiting for consent (a new window shows their cards)."""
-        request = StatusParams.model_validate(params)
         rules, pending = await self.manager.settings.permissions(request.session_id)
         return {
             "rules": [rule.to_wire() for rule in rules],
@@ -312,13 +304,13 @@ class ExtensionHandlers:
         }
 
     async def set_permissions(self, params: dict[str, Any]) -> dict[str, Any]:
+        """RAW: the rules are read as given (`parse_rules` names what is wrong in them)."""
         request = StatusParams.model_validate(params)
         rules = parse_rules(params.get("rules"))
         stored = await self.manager.settings.set_rules(request.session_id, rules)
         return {"rules": [rule.to_wire() for rule in stored]}
 
-    async def reconnect_mcp(self, params: dict[str, Any]) -> dict[str, Any]:
-        request = McpReconnectParams.model_validate(params)
+    async def reconnect_mcp(self, request: McpReconnectParams) -> dict[str, Any]:
         server = await self.manager.settings.reconnect_mcp(request.session_id, request.name)
         return {
             "name": server.name,
@@ -356,9 +348,8 @@ class ExtensionHandlers:
         self.server.notify(*session_update(session_id, update_agent_message_text(text)))
         return {"stopReason": StopReason.END_TURN.value, "_meta": {"response": text, **meta}}
 
-    async def http(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def http(self, request: StatusParams) -> dict[str, Any]:
         """The live session's listener and its bearer token, for the client that asks."""
-        request = StatusParams.model_validate(params)
         view = await self.manager.view(request.session_id)
         if not view.live:
             raise SessionNotLive(request.session_id, "open the HTTP endpoint of")

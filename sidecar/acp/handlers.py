@@ -1,13 +1,14 @@
 """ACP methods and our extensions, as thin translations onto the SessionManager.
 
-Each handler parses its params once with a pydantic model (ACP's own from `acp.schema`
-where one exists, else ours from `protocol.models`), calls the manager with typed
-values, and shapes the result. No session rule lives here.
+Each handler's params are parsed once, by its route (`routes.py`: ACP's own model from
+`acp.schema` where one exists, loaded on first use there), so a handler takes a typed
+request, calls the manager with typed values, and shapes the result. No session rule
+lives here.
 
 `session/new` and `session/list`, the requests every client sends first, read their
-params with models of ours that `tests/test_protocol_methods.py` pins to ACP's, and ACP's
-models are imported in the handler that uses them: those first requests are answered
-while ACP's schema is still loading (sidecar/app.py).
+params with models of ours that `tests/test_protocol_methods.py` pins to ACP's (as do
+the other RAW routes, which keep the client's `mcpServers` as sent): those first
+requests are answered while ACP's schema is still loading (sidecar/app.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import asyncio
 import json
 import math
 import os
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
@@ -27,7 +27,8 @@ from protocol.models import ListMeta, ListSessionsParams, NewSessionMeta, NewSes
 from protocol.values import Approval, Mode, Sandbox, available_modes
 from sidecar.acp import preload
 from sidecar.acp.extensions import ExtensionHandlers
-from sidecar.acp.server import RpcServer
+from sidecar.acp.routes import RAW, Params, Route, handlers
+from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import (
     APPROVAL,
     MODE,
@@ -49,15 +50,20 @@ from sidecar.store.base import ListCursor
 from sidecar.wire.summary import summary
 
 if TYPE_CHECKING:
-    from acp.schema import PromptRequest
+    from acp.schema import (
+        CancelNotification,
+        CloseSessionRequest,
+        DeleteSessionRequest,
+        PromptRequest,
+        SetSessionConfigOptionSelectRequest,
+        SetSessionModeRequest,
+    )
 
 LIST_PAGE = 100
 REPLAY_PAGE = 500
 # A cursor is "c", the last entry's row number, "_" and its updated_at (exact: repr).
 CURSOR_DIGITS = 18  # ours never have more digits
 CURSOR_CHARS = 64
-
-Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
 
 def _modes(view: SessionView) -> dict[str, Any]:
@@ -189,21 +195,49 @@ class AcpHandlers:
         self.server.notify(*session_update(session_id, update))
         return options
 
+    def routes(self) -> list[Route[Any]]:
+        """ACP's methods but `initialize` (sidecar/acp/initialize.py answers that). RAW:
+        the methods that store the client's `mcpServers` as sent, or read `_meta`."""
+        return [
+            Route(Method.SESSION_NEW, RAW, self.session_new),
+            Route(Method.SESSION_LOAD, RAW, self.session_load),
+            Route(Method.SESSION_RESUME, RAW, self.session_resume),
+            Route(
+                Method.SESSION_CLOSE,
+                Params["CloseSessionRequest"]("CloseSessionRequest"),
+                self.session_close,
+            ),
+            Route(
+                Method.SESSION_DELETE,
+                Params["DeleteSessionRequest"]("DeleteSessionRequest"),
+                self.session_delete,
+            ),
+            Route(Method.SESSION_LIST, RAW, self.session_list),
+            Route(Method.SESSION_FORK, RAW, self.session_fork),
+            Route(
+                Method.SESSION_PROMPT, Params["PromptRequest"]("PromptRequest"), self.session_prompt
+            ),
+            Route(
+                Method.SESSION_CANCEL,
+                Params["CancelNotification"]("CancelNotification"),
+                self.session_cancel,
+            ),
+            Route(
+                Method.SESSION_SET_MODE,
+                Params["SetSessionModeRequest"]("SetSessionModeRequest"),
+                self.session_set_mode,
+            ),
+            Route(
+                Method.SESSION_SET_CONFIG_OPTION,
+                Params["SetSessionConfigOptionSelectRequest"](
+                    "SetSessionConfigOptionSelectRequest"
+                ),
+                self.session_set_config_option,
+            ),
+        ]
+
     def table(self) -> dict[str, Handler]:
-        """ACP's methods but `initialize` (sidecar/acp/initialize.py answers that)."""
-        return {
-            Method.SESSION_NEW: self.session_new,
-            Method.SESSION_LOAD: self.session_load,
-            Method.SESSION_RESUME: self.session_resume,
-            Method.SESSION_CLOSE: self.session_close,
-            Method.SESSION_DELETE: self.session_delete,
-            Method.SESSION_LIST: self.session_list,
-            Method.SESSION_FORK: self.session_fork,
-            Method.SESSION_PROMPT: self.session_prompt,
-            Method.SESSION_CANCEL: self.session_cancel,
-            Method.SESSION_SET_MODE: self.session_set_mode,
-            Method.SESSION_SET_CONFIG_OPTION: self.session_set_config_option,
-        }
+        return handlers(self.routes())
 
     async def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         params = {"mcpServers": [], **params}
@@ -269,18 +303,10 @@ class AcpHandlers:
         )
         return {"sessionId": view.session_id, **await self._opened(view)}
 
-    async def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import CloseSessionRequest
-
-        request = CloseSessionRequest.model_validate(params)
+    async def session_close(self, request: CloseSessionRequest) -> dict[str, Any]:
         return {"_meta": summary(await self.manager.close(request.session_id))}
 
-    async def session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import DeleteSessionRequest
-
-        request = DeleteSessionRequest.model_validate(params)
+    async def session_delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
         await self.manager.delete(request.session_id)
         return {}
 
@@ -319,11 +345,7 @@ class AcpHandlers:
             result["nextCursor"] = encode_cursor(next_cursor)
         return result
 
-    async def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import PromptRequest
-
-        request = PromptRequest.model_validate(params)
+    async def session_prompt(self, request: PromptRequest) -> dict[str, Any]:
         text = prompt_text(request)
         command = sidecar_command(text)
         if command is not None:
@@ -341,18 +363,10 @@ class AcpHandlers:
             "_meta": {"response": outcome.response, "usage": tokens, "turn": outcome.turn},
         }
 
-    async def session_cancel(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import CancelNotification
-
-        request = CancelNotification.model_validate(params)
+    async def session_cancel(self, request: CancelNotification) -> dict[str, Any]:
         return {"cancelled": await self.manager.cancel(request.session_id)}
 
-    async def session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import SetSessionModeRequest
-
-        request = SetSessionModeRequest.model_validate(params)
+    async def session_set_mode(self, request: SetSessionModeRequest) -> dict[str, Any]:
         try:
             mode = Mode(request.mode_id)
         except ValueError:
@@ -364,11 +378,9 @@ class AcpHandlers:
         await self._announce_config(request.session_id)
         return {}
 
-    async def session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import SetSessionConfigOptionSelectRequest
-
-        request = SetSessionConfigOptionSelectRequest.model_validate(params)
+    async def session_set_config_option(
+        self, request: SetSessionConfigOptionSelectRequest
+    ) -> dict[str, Any]:
         session_id, value = request.session_id, request.value
         if request.config_id == MODE:
             mode = parse_mode(value)

@@ -1,0 +1,87 @@
+"""The ACP edge's route table: every method the sidecar answers, the model its params are
+read with, and the handler that takes them typed.
+
+A handler never parses its params: the route does, once, before calling it, so a bad
+param is refused the same way for every method (a pydantic error, mapped to -32602 by
+`server.call_handler`). ACP's own models (`acp.schema`) are named, not imported: the
+route loads ACP's SDK through `preload` and resolves the name on the method's first
+call. That is the one place the edge's lazy loading of params happens, and what keeps
+`session/new`, `session/list` and `_session/status` (our models, or the params as
+given) answerable while ACP's schema is still loading (sidecar/app.py).
+
+`RAW` hands the params over as given: the few handlers that read what no model here
+keeps (the client's `mcpServers` stored as sent, `_meta`, permission rules) and
+`initialize`. The dispatcher itself (`server.RpcServer`) knows only the table's
+`Handler`s, built here by `handlers()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
+
+from sidecar.acp import preload
+from sidecar.acp.server import Handler
+
+P = TypeVar("P")
+
+
+class Params(Generic[P]):
+    """How a method's params are read: a model class, or the name of one of ACP's
+    (`acp.schema`, loaded on first use), with defaults for keys a client may leave out."""
+
+    def __init__(self, model: type[P] | str, defaults: Mapping[str, Any] | None = None) -> None:
+        self._model: type[P] | None = None if isinstance(model, str) else model
+        self._name = model if isinstance(model, str) else model.__name__
+        self._defaults = dict(defaults or {})
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def model(self) -> type[P]:
+        if self._model is None:
+            preload.ACP.ensure()  # the SDK loads in one thread, never twice (preload's doc)
+            self._model = cast(
+                "type[P]", getattr(importlib.import_module("acp.schema"), self._name)
+            )
+        return self._model
+
+    def parse(self, params: dict[str, Any]) -> P:
+        model = self.model()
+        validate = getattr(model, "model_validate", None)
+        if validate is None:  # RAW
+            return cast("P", params)
+        return cast("P", validate({**self._defaults, **params} if self._defaults else params))
+
+
+RAW: Params[dict[str, Any]] = Params(dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Route(Generic[P]):
+    method: str
+    params: Params[P]
+    handler: Callable[[P], Awaitable[object]]
+
+    def bind(self) -> Handler:
+        """The handler as the dispatcher calls it: params as a JSON object in, parsed here."""
+        parse, handler = self.params.parse, self.handler
+
+        async def handle(params: dict[str, Any]) -> object:
+            return await handler(parse(params))
+
+        handle.__name__ = getattr(handler, "__name__", self.method)
+        return handle
+
+
+def handlers(routes: Iterable[Route[Any]]) -> dict[str, Handler]:
+    """method -> the dispatcher's handler, one per route (a method routed twice is a bug)."""
+    table: dict[str, Handler] = {}
+    for route in routes:
+        if route.method in table:
+            raise ValueError(f"method {route.method} has two routes")
+        table[route.method] = route.bind()
+    return table
