@@ -2,9 +2,11 @@
 
 One fixed scenario drives the real sidecar over its pipes (offline provider, real
 bubblewrap, real git) and records, for every method the sidecar answers, the request
-and its answer, and for every notification kind (each `session/update` kind, our
+and its answer, for every notification kind (each `session/update` kind, our
 `_session/*` notifications, the `session/request_permission` request) its first
-example. Volatile values (ids, times, ports, tokens, paths under the test's tmp) become
+example, and the same for every event kind of the session's HTTP stream
+(`GET /agent/events`, read alongside): both edges serialise one translation of the
+session's events (sidecar/wire/events.py), and both are pinned here. Volatile values (ids, times, ports, tokens, paths under the test's tmp) become
 placeholders, so a file changes only when the wire does: a change to the protocol shows
 as a diff of a file under `tests/golden/`. `UPDATE_GOLDEN=1` rewrites the files (then
 read the diff before committing it).
@@ -14,11 +16,13 @@ counter whose value each scenario step may bump differently as the store evolves
 own tests pin it.
 
 Not reachable with the offline provider, so not pinned here: `agent_thought_chunk`
-(tests/test_anthropic_e2e.py sees it) and `plan` (the sidecar sends none).
+on either edge (tests/test_acp_conformance_e2e.py sees it on ACP) and `plan` (the sidecar sends none).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import difflib
 import json
 import os
@@ -28,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from harness import INITIALIZE, Sidecar
 
 from desktop.client import RpcError
@@ -36,6 +41,8 @@ from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
 GOLDEN = Path(__file__).resolve().parent / "golden"
 METHODS_DIR = GOLDEN / "methods"
 NOTIFICATIONS_DIR = GOLDEN / "notifications"
+SSE_DIR = GOLDEN / "sse"
+DIRS = (METHODS_DIR, NOTIFICATIONS_DIR, SSE_DIR)
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 # Keys whose values differ from run to run whatever the wire's shape: a placeholder each.
@@ -125,6 +132,21 @@ class Recorder:
         return result
 
 
+async def read_sse(response: aiohttp.ClientResponse, into: list[tuple[str, Any]]) -> None:
+    """Every SSE frame of `response` as (event name, data), until the stream ends."""
+    name, data = "", None
+    with contextlib.suppress(aiohttp.ClientError, asyncio.IncompleteReadError):
+        async for raw in response.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: "):
+                data = json.loads(line[len("data: ") :])
+            elif not line and name:
+                into.append((name, data))
+                name, data = "", None
+
+
 def text_prompt(session_id: str, text: str) -> dict[str, Any]:
     return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
 
@@ -145,6 +167,9 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
     (workspace / "README.md").write_text("golden\n")
     sidecar = await Sidecar.start(tmp / "data")
     rec = Recorder(sidecar)
+    http = aiohttp.ClientSession()
+    sse: list[tuple[str, Any]] = []
+    reading: asyncio.Task[None] | None = None
     try:
         await rec.call(Method.INITIALIZE, INITIALIZE)
         await rec.call(Method.SESSION_LIST, {})
@@ -154,6 +179,11 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         )
         sid = opened["sessionId"]
         await sidecar.wait_state(sid, "idle")
+        # The HTTP edge's events of the same session, from here until it closes.
+        url, token = await sidecar.endpoint(sid)
+        events = await http.get(f"{url}/agent/events", headers={"Authorization": f"Bearer {token}"})
+        assert events.status == 200
+        reading = asyncio.create_task(read_sse(events, sse))
         await rec.call(Method.STATUS, {"sessionId": sid})
         await rec.call(Method.SESSION_PROMPT, text_prompt(sid, "$ echo hello"))
         await rec.call(Method.SESSION_PROMPT, text_prompt(sid, "/write notes.txt hello"))
@@ -180,6 +210,7 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.IMPORT, {"content": exported["content"], "cwd": str(workspace)})
         forked = await rec.call(Method.SESSION_FORK, {"sessionId": sid, "cwd": str(workspace)})
         await rec.call(Method.SESSION_CLOSE, {"sessionId": sid})
+        await asyncio.wait_for(reading, 20)  # the close ended the session's listener
         await rec.call(Method.SESSION_RESUME, {"sessionId": sid, "cwd": str(workspace)})
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": sid})
         await rec.call(Method.SESSION_LOAD, {"sessionId": sid, "cwd": str(workspace)})
@@ -188,6 +219,9 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.SESSION_DELETE, {"sessionId": forked["sessionId"]})
         await rec.call(Method.SHUTDOWN, {})
     finally:
+        if reading is not None:
+            reading.cancel()
+        await http.close()
         await sidecar.close()
     normalise = Normaliser(tmp, workspace)
     files: dict[str, Any] = {}
@@ -197,6 +231,8 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
     for method, params in sidecar.seen:
         kind = params["update"]["sessionUpdate"] if method == Method.SESSION_UPDATE else None
         files.setdefault(f"notifications/{file_name(method, kind)}", normalise(params))
+    for name, data in sse:
+        files.setdefault(f"sse/{name}.json", normalise(data))
     return files
 
 
@@ -207,7 +243,7 @@ def dumps(value: Any) -> str:
 async def test_the_wire_matches_the_golden_files(tmp_path: Path) -> None:
     files = await scenario(tmp_path)
     if UPDATE:
-        for directory in (METHODS_DIR, NOTIFICATIONS_DIR):
+        for directory in DIRS:
             directory.mkdir(parents=True, exist_ok=True)
             for stale in directory.glob("*.json"):
                 stale.unlink()
@@ -215,7 +251,7 @@ async def test_the_wire_matches_the_golden_files(tmp_path: Path) -> None:
             (GOLDEN / name).write_text(dumps(content))
     stored = {
         f"{path.parent.name}/{path.name}": path.read_text()
-        for directory in (METHODS_DIR, NOTIFICATIONS_DIR)
+        for directory in DIRS
         for path in sorted(directory.glob("*.json"))
     }
     diffs: list[str] = []
@@ -260,3 +296,23 @@ def test_every_notification_kind_has_a_golden_file() -> None:
     kinds += [file_name(m) for m in (Method.STATE, Method.TURN_CHANGES, Method.REQUEST_PERMISSION)]
     missing = [name for name in kinds if not (NOTIFICATIONS_DIR / name).is_file()]
     assert not missing, f"notifications without a golden file: {missing}"
+
+
+def test_every_sse_event_kind_has_a_golden_file() -> None:
+    names = (
+        "state",
+        "permission_request",
+        "permission_settled",
+        "user_message",
+        "agent_message_chunk",
+        "usage_update",
+        "session_info_update",
+        "tool_call",
+        "tool_call_update",
+        "turn_changes",
+        "current_mode_update",
+        "compaction",
+        "turn_end",
+    )
+    missing = [name for name in names if not (SSE_DIR / f"{name}.json").is_file()]
+    assert not missing, f"SSE events without a golden file under tests/golden/sse: {missing}"

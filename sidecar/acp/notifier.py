@@ -13,9 +13,10 @@ from typing import Any
 from sidecar.acp import preload
 from sidecar.acp.initialize import ClientOptions
 from sidecar.acp.live_output import LiveOutput
-from sidecar.acp.updates import STATE_EVENTS, ViewOf, event_notification, session_update
+from sidecar.acp.updates import STATE_EVENTS, event_notification, session_update
 from sidecar.core.events import Event
 from sidecar.domain.events import ToolCallFinished, ToolOutputChunk
+from sidecar.wire.events import ViewOf
 
 Notify = Callable[[str, dict[str, Any]], None]
 

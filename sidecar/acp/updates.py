@@ -10,32 +10,20 @@ has loaded (sidecar/app.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from protocol.methods import Method
 from sidecar.acp import preload
 from sidecar.core.events import Event
-from sidecar.core.views import SessionView
 from sidecar.domain.events import (
-    AgentTextChunk,
-    AgentThoughtChunk,
     McpServersChanged,
-    ModeChanged,
     Origin,
     PermissionAsked,
     PermissionSettled,
     StateChanged,
-    TitleChanged,
-    ToolCallFinished,
-    ToolCallRunning,
-    ToolCallStarted,
-    ToolOutputChunk,
-    UsageUpdated,
-    UserMessageAdded,
 )
-from sidecar.domain.files import FileDiff, Location, TurnChanges
-from sidecar.domain.records import SessionRecord, iso
+from sidecar.domain.files import FileDiff, Location
 from sidecar.domain.transcript import (
     AssistantEntry,
     Entry,
@@ -43,15 +31,28 @@ from sidecar.domain.transcript import (
     ToolResultEntry,
     UserEntry,
 )
-from sidecar.wire.changes import changes_body
-from sidecar.wire.summary import summary
+from sidecar.wire.events import (
+    AgentText,
+    Changes,
+    Compaction,
+    ModeSet,
+    State,
+    Title,
+    ToolStart,
+    ToolUpdate,
+    TurnEnd,
+    Usage,
+    UserText,
+    ViewOf,
+    WireEvent,
+    translate,
+)
 from sidecar.wire.transcript import tool_input, tool_kind, tool_title
 
 if TYPE_CHECKING:
     from acp.schema import ToolCallLocation
 
 Notification = tuple[str, dict[str, Any]]
-ViewOf = Callable[[SessionRecord], SessionView]
 
 
 def session_update(session_id: str, update: Any) -> Notification:
@@ -93,19 +94,27 @@ def _chunk(session_id: str, kind: str, text: str) -> Notification:
 
 def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
     """The notification a numbered event becomes, or None (turn ends: the prompt's answer
-    says it; compactions: the compact request's answer)."""
-    session_id, body = event.session_id, event.body
-    if isinstance(body, AgentTextChunk):
-        return _chunk(session_id, "agent_message_chunk", body.text)
-    if isinstance(body, STATE_EVENTS):
-        return Method.STATE, summary(view_of(body.record))
-    if isinstance(body, AgentThoughtChunk):
-        return _chunk(session_id, "agent_thought_chunk", body.text)
-    if isinstance(body, UsageUpdated):
-        usage = {"used": body.used, "size": body.size, "sessionUpdate": "usage_update"}
+    says it; compactions: the compact request's answer). What to say is decided once, by
+    `wire.events.translate` (the SSE edge serialises the same values); this is how ACP
+    says it."""
+    return to_acp(event.session_id, translate(event.body, view_of))
+
+
+def to_acp(session_id: str, value: WireEvent) -> Notification | None:
+    """A translated event as an ACP notification (None: ACP has none for it)."""
+    if isinstance(value, AgentText):
+        return _chunk(session_id, value.kind, value.text)
+    if isinstance(value, State):
+        return Method.STATE, value.summary
+    if isinstance(value, Usage):
+        usage = {"used": value.used, "size": value.size, "sessionUpdate": "usage_update"}
         return Method.SESSION_UPDATE, {"sessionId": session_id, "update": usage}
-    if isinstance(body, TurnChanges):
-        return Method.TURN_CHANGES, {"sessionId": session_id, **changes_body(body)}
+    if isinstance(value, Changes):
+        return Method.TURN_CHANGES, {"sessionId": session_id, **value.body}
+    if isinstance(value, Compaction | TurnEnd):
+        return None
+    if isinstance(value, UserText) and value.origin is Origin.ACP:
+        return None  # the ACP client sent it; echoing it back makes clients show it twice
     # The rest are built with ACP's SDK (imported here, not at start: see the module's doc).
     preload.ACP.ensure()
     from acp.helpers import (
@@ -119,53 +128,51 @@ def event_notification(event: Event, view_of: ViewOf) -> Notification | None:
     )
     from acp.schema import SessionInfoUpdate
 
-    if isinstance(body, UserMessageAdded):
-        if body.origin is Origin.ACP:
-            return None  # the ACP client sent it; echoing it back makes clients show it twice
-        return session_update(session_id, update_user_message_text(body.text))
-    if isinstance(body, TitleChanged):
+    if isinstance(value, UserText):
+        return session_update(session_id, update_user_message_text(value.text))
+    if isinstance(value, Title):
         return session_update(
             session_id,
             SessionInfoUpdate(
                 session_update="session_info_update",
-                title=body.title,
-                updated_at=iso(body.updated_at),
+                title=value.title,
+                updated_at=value.updated_at,
             ),
         )
-    if isinstance(body, ToolCallStarted):
+    if isinstance(value, ToolStart):
         return session_update(
             session_id,
             start_tool_call(
-                body.call_id,
-                body.title,
-                kind=body.kind.value,
-                status="pending",
-                content=_diffs(body.diffs) or None,
-                locations=_locations(body.locations),
-                raw_input=dict(body.raw_input),
+                value.call_id,
+                value.title,
+                kind=value.kind.value,
+                status=value.status,
+                content=_diffs(value.diffs) or None,
+                locations=_locations(value.locations),
+                raw_input=dict(value.raw_input),
             ),
         )
-    if isinstance(body, ToolCallRunning):
-        return session_update(session_id, update_tool_call(body.call_id, status="in_progress"))
-    if isinstance(body, ToolOutputChunk):
-        update = update_tool_call(body.call_id)
-        update.field_meta = {"output": body.text}
-        return session_update(session_id, update)
-    if isinstance(body, ToolCallFinished):
-        content: list[Any] = [*_diffs(body.diffs), tool_content(text_block(body.content))]
-        content += [tool_content(image_block(data, mime)) for mime, data in body.images]
-        return session_update(
-            session_id,
-            update_tool_call(
-                body.call_id,
-                status="completed" if body.ok else "failed",
-                content=content,
-                raw_output={"exitCode": body.exit_code, "cancelled": body.cancelled},
-            ),
-        )
-    if isinstance(body, ModeChanged):
-        return session_update(session_id, update_current_mode(body.mode.value))
-    return None
+    if isinstance(value, ToolUpdate):
+        if value.finished:
+            assert value.content is not None
+            content: list[Any] = [*_diffs(value.diffs), tool_content(text_block(value.content))]
+            content += [tool_content(image_block(data, mime)) for mime, data in value.images]
+            return session_update(
+                session_id,
+                update_tool_call(
+                    value.call_id,
+                    status=value.status,
+                    content=content,
+                    raw_output={"exitCode": value.exit_code, "cancelled": value.cancelled},
+                ),
+            )
+        if value.output is not None:
+            update = update_tool_call(value.call_id)
+            update.field_meta = {"output": value.output}
+            return session_update(session_id, update)
+        return session_update(session_id, update_tool_call(value.call_id, status=value.status))
+    assert isinstance(value, ModeSet)
+    return session_update(session_id, update_current_mode(value.mode_id))
 
 
 def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[Notification]:
