@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sidecar.checkpoints import shadow
 
@@ -45,13 +46,11 @@ class GitTrace:
             git_dir: Path,
             work_tree: str | None,
             args: Sequence[str],
-            *,
-            stdin: bytes | None = None,
-            ok_codes: tuple[int, ...] = (0,),
+            **options: Any,  # run_git's keyword options, passed through as they are
         ) -> bytes:
             started = time.perf_counter_ns()
             try:
-                return await original(git, git_dir, work_tree, args, stdin=stdin, ok_codes=ok_codes)
+                return await original(git, git_dir, work_tree, args, **options)
             finally:
                 self._calls.append((_name(args), (time.perf_counter_ns() - started) / 1e6))
 
