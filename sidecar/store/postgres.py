@@ -33,24 +33,17 @@ from typing import Any, Final
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
-from typing_extensions import Unpack
 
 from protocol.values import Approval, Backend, Mode, Sandbox, Status
 from sidecar.domain import changes as change
 from sidecar.domain.errors import SessionNotFound, StaleGeneration, StoreError
-from sidecar.domain.records import LIVE_STATES, SessionRecord, now
+from sidecar.domain.records import LIVE_STATES, SessionRecord
 from sidecar.store import postgres_schema as schema
 from sidecar.store import search
-from sidecar.store.base import (
-    INTERRUPTED_MARKER,
-    ChangeCallback,
-    ListCursor,
-    OrphanTest,
-    RecordChanges,
-    Row,
-)
+from sidecar.store.base import ChangeCallback, ListCursor
 from sidecar.store.postgres_conn import Database
 from sidecar.store.postgres_feed import ChangeFeed
+from sidecar.store.repository import SessionRepository
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +57,6 @@ _SESSIONS: Final = f"{schema.SCHEMA}.sessions"
 _MESSAGES: Final = f"{schema.SCHEMA}.messages"
 # The live states as SQL literals: the same predicate as the partial index sessions_live.
 _LIVE: Final = ", ".join(f"'{state.value}'" for state in sorted(LIVE_STATES))
-_MAX_INDEX: Final = 2**62
 DEFAULT_POOL_SIZE: Final = 10
 
 
@@ -85,15 +77,90 @@ def _value(value: Any) -> Any:
     return value
 
 
-def _body(session_id: str, row: Row) -> str:
-    try:
-        return json.dumps(dict(row))
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"cannot store a row for session {session_id}: {exc}") from exc
+async def _row(conn: Conn, session_id: str, lock: str = "") -> tuple[int, SessionRecord]:
+    cur = await conn.execute(
+        f"SELECT {_SELECT} FROM {_SESSIONS} WHERE id = %s {lock}", (session_id,)
+    )
+    row = await cur.fetchone()
+    if row is None:
+        raise SessionNotFound(session_id)
+    return _record(row)
 
 
-class PostgresSessionStore:
-    """`SessionStore` (and `ChangeFeed`) over one PostgreSQL database. Make one with
+class _Transaction:
+    """The driver inside one transaction (`repository.StoreDriver`): a row read for update
+    is locked (`FOR NO KEY UPDATE`) until the transaction ends."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Conn) -> None:
+        self._conn = conn
+
+    async def locked(self, session_id: str, *, share: bool = False) -> tuple[int, SessionRecord]:
+        # FOR SHARE (a fork's source): only its deletion waits for the copy.
+        return await _row(self._conn, session_id, "FOR SHARE" if share else "FOR NO KEY UPDATE")
+
+    async def save(
+        self, seq: int, record: SessionRecord, names: Sequence[str], fence: int | None
+    ) -> None:
+        """With `fence`, only if the stored generation is still that one (in this very
+        statement: a second fence beside the row lock)."""
+        columns = sorted({*names, "updated_at", "version"})  # one SQL text per set of fields
+        sets = ", ".join(f"{_COLUMN[c]} = %s" for c in columns)
+        args = [*(_value(getattr(record, c)) for c in columns), seq]
+        where = "seq = %s"
+        if fence is not None:
+            where += " AND generation = %s"
+            args.append(fence)
+        cur = await self._conn.execute(f"UPDATE {_SESSIONS} SET {sets} WHERE {where}", args)
+        if cur.rowcount != 1:
+            raise StaleGeneration(record.session_id, fence or 0, record.generation)
+
+    async def insert_row(self, record: SessionRecord) -> int:
+        cur = await self._conn.execute(
+            f"INSERT INTO {_SESSIONS} ({_INSERT_COLUMNS})"
+            f" VALUES ({', '.join(['%s'] * len(_FIELDS))})"
+            " ON CONFLICT (id) DO NOTHING RETURNING seq",
+            [_value(getattr(record, name)) for name in _FIELDS],
+        )
+        row = await cur.fetchone()
+        if row is None:
+            raise StoreError(f"session {record.session_id} already exists")
+        return int(row[0])
+
+    async def add_message(self, seq: int, index: int, body: str) -> None:
+        await self._conn.execute(
+            f"INSERT INTO {_MESSAGES} (session_seq, idx, body) VALUES (%s, %s, %s)",
+            (seq, index, body),
+        )
+
+    async def add_messages(self, seq: int, bodies: Sequence[str]) -> None:
+        async with (
+            self._conn.cursor() as cur,
+            cur.copy(f"COPY {_MESSAGES} (session_seq, idx, body) FROM STDIN") as copy,
+        ):
+            for idx, body in enumerate(bodies):
+                await copy.write_row((seq, idx, body))
+
+    async def copy_messages(self, source: int, seq: int, count: int) -> None:
+        await self._conn.execute(
+            f"INSERT INTO {_MESSAGES} (session_seq, idx, body)"
+            f" SELECT %s, idx, body FROM {_MESSAGES} WHERE session_seq = %s AND idx < %s",
+            (seq, source, count),
+        )
+
+    async def live_rows(self) -> list[tuple[int, SessionRecord]]:
+        # SKIP LOCKED: a row some transaction is writing right now has a live writer.
+        cur = await self._conn.execute(
+            f"SELECT {_SELECT} FROM {_SESSIONS} WHERE status IN ({_LIVE})"
+            " ORDER BY seq FOR NO KEY UPDATE SKIP LOCKED"
+        )
+        return [_record(row) for row in await cur.fetchall()]
+
+
+class PostgresSessionStore(SessionRepository):
+    """`SessionStore` (and `ChangeFeed`) over one PostgreSQL database: the rules of
+    `repository.SessionRepository` over this driver. Make one with
     `await PostgresSessionStore.open(url)`."""
 
     def __init__(
@@ -197,88 +264,22 @@ class PostgresSessionStore:
             f"{self._db.timeout:g} s (all {self._pool_size} busy)"
         )
 
-    # ---- rows ---------------------------------------------------------------------------
+    # ---- the driver (repository.StoreDriver) ---------------------------------------------
 
-    async def _row(self, conn: Conn, session_id: str, lock: str = "") -> tuple[int, SessionRecord]:
-        cur = await conn.execute(
-            f"SELECT {_SELECT} FROM {_SESSIONS} WHERE id = %s {lock}", (session_id,)
-        )
-        row = await cur.fetchone()
-        if row is None:
-            raise SessionNotFound(session_id)
-        return _record(row)
+    @contextlib.asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[_Transaction]:
+        async with self._write() as conn:
+            yield _Transaction(conn)
 
-    async def _locked(self, conn: Conn, session_id: str) -> tuple[int, SessionRecord]:
-        return await self._row(conn, session_id, "FOR NO KEY UPDATE")
-
-    async def _save(
-        self, conn: Conn, seq: int, record: SessionRecord, names: Sequence[str], fence: int | None
-    ) -> SessionRecord:
-        """Write the named fields of `record`, updated_at and version; with `fence`, only if
-        the stored generation is still that one (in this very statement)."""
-        columns = sorted(
-            {*names, "updated_at", "version"}
-        )  # sorted: one SQL text per set of fields
-        sets = ", ".join(f"{_COLUMN[c]} = %s" for c in columns)
-        args = [*(_value(getattr(record, c)) for c in columns), seq]
-        where = "seq = %s"
-        if fence is not None:
-            where += " AND generation = %s"
-            args.append(fence)
-        cur = await conn.execute(f"UPDATE {_SESSIONS} SET {sets} WHERE {where}", args)
-        if cur.rowcount != 1:
-            raise StaleGeneration(record.session_id, fence or 0, record.generation)
-        return record
-
-    async def _insert_message(self, conn: Conn, seq: int, record: SessionRecord, body: str) -> None:
-        """O(1) in transcript length: the next index is the record's message_count."""
-        await conn.execute(
-            f"INSERT INTO {_MESSAGES} (session_seq, idx, body) VALUES (%s, %s, %s)",
-            (seq, record.message_count, body),
-        )
-
-    async def _append(
-        self, conn: Conn, seq: int, record: SessionRecord, body: str
-    ) -> SessionRecord:
-        """The row, and the record that counts it (the caller saves message_count with its
-        other fields)."""
-        await self._insert_message(conn, seq, record, body)
-        return change.appended(record, now())
-
-    async def _insert_row(self, conn: Conn, record: SessionRecord) -> int:
-        cur = await conn.execute(
-            f"INSERT INTO {_SESSIONS} ({_INSERT_COLUMNS})"
-            f" VALUES ({', '.join(['%s'] * len(_FIELDS))})"
-            " ON CONFLICT (id) DO NOTHING RETURNING seq",
-            [_value(getattr(record, name)) for name in _FIELDS],
-        )
-        row = await cur.fetchone()
-        if row is None:
-            raise StoreError(f"session {record.session_id} already exists")
-        return int(row[0])
-
-    # ---- SessionStore -------------------------------------------------------------------
-
-    async def insert(self, record: SessionRecord) -> None:
-        stored = change.forked(record, 0)
-        async with self._connection("write") as conn:
-            await self._insert_row(conn, stored)
-
-    async def get(self, session_id: str) -> SessionRecord:
-        async with self._connection("read") as conn:
-            return (await self._row(conn, session_id))[1]
-
-    async def list_page(
+    async def _listed(
         self,
         *,
-        cwd: str | None = None,
-        cursor: ListCursor | None = None,
-        limit: int = 100,
-        query: str | None = None,
-        archived: bool | None = False,
-    ) -> tuple[list[SessionRecord], ListCursor | None]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
+        cwd: str | None,
+        cursor: ListCursor | None,
+        rows: int,
+        query: str | None,
+        archived: bool | None,
+    ) -> list[tuple[int, SessionRecord]]:
         filters: list[str] = []
         args: list[Any] = []
         words = search.terms(query, diacritics=True)  # `simple` keeps accents
@@ -303,75 +304,39 @@ class PostgresSessionStore:
             filters.append("(updated_at, seq) < (%s, %s)")
             args += [cursor[0], cursor[1]]
         where = " AND ".join(filters) or "true"
-        args.append(min(limit, _MAX_INDEX) + 1)  # one row beyond says whether more remain
+        args.append(rows)
         async with self._connection("read") as conn:
             cur = await conn.execute(
                 f"SELECT {_SELECT} FROM {_SESSIONS} WHERE {where}"
                 " ORDER BY updated_at DESC, seq DESC LIMIT %s",
                 args,
             )
-            rows = [_record(row) for row in await cur.fetchall()]
-        page = rows[:limit]
-        next_cursor = (page[-1][1].updated_at, page[-1][0]) if len(rows) > limit else None
-        return [record for _, record in page], next_cursor
+            return [_record(row) for row in await cur.fetchall()]
 
-    async def update(
-        self,
-        session_id: str,
-        generation: int,
-        *,
-        append: Row | None = None,
-        **changes: Unpack[RecordChanges],
-    ) -> SessionRecord:
-        checked = change.validated_changes(changes)
-        body = None if append is None else _body(session_id, append)
-        names = list(checked)  # UPDATABLE_FIELDS are column names
-        async with self._write() as conn:
-            seq, record = await self._locked(conn, session_id)
-            change.check_fence(record, generation)
-            if body is None:
-                updated = change.updated(record, checked, now())
-            else:  # the row and the changes it came with: one change, one bump
-                await self._insert_message(conn, seq, record, body)
-                updated = change.updated_appending(record, checked, now())
-                names.append("message_count")
-            return await self._save(conn, seq, updated, names, generation)
-
-    async def update_metadata(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        rules: str | None = None,
-        archived: bool | None = None,
-    ) -> SessionRecord:
-        given = (("title", title), ("rules", rules), ("archived", archived))
-        checked = change.validated_metadata({k: v for k, v in given if v is not None})
-        async with self._write() as conn:
-            seq, record = await self._locked(conn, session_id)
-            return await self._save(
-                conn, seq, change.updated(record, checked, now()), list(checked), None
+    async def _messages(self, session_id: str, start: int, stop: int) -> list[dict[str, Any]]:
+        # One statement, so the existence check and the page come from one snapshot.
+        async with self._connection("read") as conn:
+            cur = await conn.execute(
+                f"SELECT m.body FROM {_SESSIONS} AS s LEFT JOIN {_MESSAGES} AS m"
+                " ON m.session_seq = s.seq AND m.idx >= %s AND m.idx < %s"
+                " WHERE s.id = %s ORDER BY m.idx",
+                (start, stop, session_id),
             )
+            rows = await cur.fetchall()
+        if not rows:
+            raise SessionNotFound(session_id)
+        return [json.loads(body) for (body,) in rows if body is not None]
 
-    async def begin_generation(
-        self,
-        session_id: str,
-        expected_generation: int,
-        *,
-        lease_owner: str | None = None,
-        lease_expires: float | None = None,
-    ) -> SessionRecord:
-        async with self._write() as conn:
-            seq, record = await self._locked(conn, session_id)
-            updated = change.new_generation(
-                record,
-                expected_generation,
-                lease_owner=lease_owner,
-                lease_expires=lease_expires,
-                at=now(),
-            )
-            names = ("generation", "status", "last_error", "lease_owner", "lease_expires")
-            return await self._save(conn, seq, updated, names, expected_generation)
+    # ---- the rest of SessionStore -------------------------------------------------------
+
+    async def insert(self, record: SessionRecord) -> None:
+        stored = change.forked(record, 0)
+        async with self._connection("write") as conn:  # one statement: autocommit
+            await _Transaction(conn).insert_row(stored)
+
+    async def get(self, session_id: str) -> SessionRecord:
+        async with self._connection("read") as conn:
+            return (await _row(conn, session_id))[1]
 
     async def renew_leases(self, owner: str, expires: float) -> set[str]:
         # The outer SELECT reads the statement's snapshot: every lease `owner` holds,
@@ -387,65 +352,6 @@ class PostgresSessionStore:
             cur = await conn.execute(sql, {"owner": owner, "expires": expires})
             return {str(session_id) for (session_id,) in await cur.fetchall()}
 
-    async def append_message(self, session_id: str, generation: int, row: Row) -> int:
-        body = _body(session_id, row)
-        async with self._write() as conn:
-            seq, record = await self._locked(conn, session_id)
-            change.check_fence(record, generation)
-            appended = await self._append(conn, seq, record, body)
-            await self._save(conn, seq, appended, ("message_count",), generation)
-            return appended.message_count - 1
-
-    async def messages(
-        self, session_id: str, offset: int = 0, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        if offset < 0 or limit < 0:
-            raise ValueError(f"offset and limit must be >= 0, got {offset}, {limit}")
-        start = min(offset, _MAX_INDEX)
-        stop = min(offset + limit, _MAX_INDEX)
-        # One statement, so the existence check and the page come from one snapshot.
-        async with self._connection("read") as conn:
-            cur = await conn.execute(
-                f"SELECT m.body FROM {_SESSIONS} AS s LEFT JOIN {_MESSAGES} AS m"
-                " ON m.session_seq = s.seq AND m.idx >= %s AND m.idx < %s"
-                " WHERE s.id = %s ORDER BY m.idx",
-                (start, stop, session_id),
-            )
-            rows = await cur.fetchall()
-        if not rows:
-            raise SessionNotFound(session_id)
-        return [json.loads(body) for (body,) in rows if body is not None]
-
-    async def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
-        change.forked(record, 0)  # refuses a record that claims rows already
-        async with self._write() as conn:
-            # FOR SHARE: the source cannot be deleted under the copy.
-            source_seq, source = await self._row(conn, source_id, "FOR SHARE")
-            stored = change.forked(record, max(0, min(upto, source.message_count)))
-            seq = await self._insert_row(conn, stored)
-            await conn.execute(
-                f"INSERT INTO {_MESSAGES} (session_seq, idx, body)"
-                f" SELECT %s, idx, body FROM {_MESSAGES} WHERE session_seq = %s AND idx < %s",
-                (seq, source_seq, stored.message_count),
-            )
-            return stored
-
-    async def insert_with_transcript(
-        self, record: SessionRecord, rows: Sequence[Row]
-    ) -> SessionRecord:
-        change.forked(record, 0)  # refuses a record that claims rows already
-        bodies = [_body(record.session_id, row) for row in rows]
-        stored = change.forked(record, len(bodies))
-        async with self._write() as conn:
-            seq = await self._insert_row(conn, stored)
-            async with (
-                conn.cursor() as cur,
-                cur.copy(f"COPY {_MESSAGES} (session_seq, idx, body) FROM STDIN") as copy,
-            ):
-                for idx, body in enumerate(bodies):
-                    await copy.write_row((seq, idx, body))
-        return stored
-
     async def delete(self, session_id: str) -> None:
         # One statement: the transcript goes with the row (ON DELETE CASCADE).
         async with self._connection("write") as conn:
@@ -454,34 +360,6 @@ class PostgresSessionStore:
             )
             if await cur.fetchone() is None:
                 raise SessionNotFound(session_id)
-
-    async def _reconcile(self, conn: Conn, seq: int, record: SessionRecord) -> SessionRecord:
-        closed, was_running = change.closed_orphan(record, now())
-        names = ["status", "interrupted", "lease_owner", "lease_expires"]
-        if was_running:
-            closed = await self._append(conn, seq, closed, json.dumps(INTERRUPTED_MARKER))
-            names.append("message_count")
-        return await self._save(conn, seq, closed, names, record.generation)
-
-    async def reconcile_orphans(self, is_orphan: OrphanTest | None = None) -> list[SessionRecord]:
-        changed: list[SessionRecord] = []
-        async with self._write() as conn:
-            # SKIP LOCKED: a row some transaction is writing right now has a live writer.
-            cur = await conn.execute(
-                f"SELECT {_SELECT} FROM {_SESSIONS} WHERE status IN ({_LIVE})"
-                " ORDER BY seq FOR NO KEY UPDATE SKIP LOCKED"
-            )
-            for seq, record in map(_record, await cur.fetchall()):
-                if is_orphan is None or is_orphan(record):
-                    changed.append(await self._reconcile(conn, seq, record))
-        return changed
-
-    async def reconcile_one(self, session_id: str, is_orphan: OrphanTest) -> SessionRecord:
-        async with self._write() as conn:
-            seq, record = await self._locked(conn, session_id)
-            if record.status in LIVE_STATES and is_orphan(record):
-                return await self._reconcile(conn, seq, record)
-            return record
 
     async def clock(self) -> float:
         async with self._connection("read") as conn:
@@ -509,7 +387,7 @@ class PostgresSessionStore:
         do not number `record.message_count`."""
         async with self._write() as conn:
             try:
-                seq = await self._insert_row(conn, record)
+                seq = await _Transaction(conn).insert_row(record)
             except StoreError:
                 return False
             copied = 0

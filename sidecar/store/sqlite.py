@@ -21,17 +21,16 @@ import time
 from collections.abc import Iterator, Sequence
 from enum import StrEnum
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Final
 
-from typing_extensions import Unpack
-
 from protocol.values import Approval, Backend, Mode, Sandbox, Status
-from sidecar.domain import changes as change
 from sidecar.domain.errors import SessionNotFound, StoreError
-from sidecar.domain.records import LIVE_STATES, SessionRecord, now
+from sidecar.domain.records import LIVE_STATES, SessionRecord
 from sidecar.store import migrations, search
-from sidecar.store.base import INTERRUPTED_MARKER, ListCursor, OrphanTest, RecordChanges, Row
+from sidecar.store.base import ListCursor
 from sidecar.store.private_files import secure_database
+from sidecar.store.repository import SessionRepository
 
 # Record fields in column order; the column for `session_id` is `id`.
 _FIELDS: Final = (
@@ -44,10 +43,8 @@ _FIELDS: Final = (
 _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
 _SELECT_BY_ID: Final = f"SELECT {_COLUMNS} FROM sessions WHERE id = ?"
-# Offsets and limits are clamped below SQLite's 64-bit integer range.
 log = logging.getLogger(__name__)
 
-_MAX_INDEX: Final = 2**62
 INDEX_DELAY: Final = 0.5  # seconds after a write that queued transcript rows, the index pass
 INDEX_BATCH: Final = 5000  # queued rows indexed per transaction
 RECENT_RECORDS: Final = 4096  # records `get` keeps between writes, at most
@@ -130,8 +127,30 @@ class _Boundary:
             ) from exc
 
 
-class SqliteSessionStore:
-    """`SessionStore` over one SQLite file. `busy_timeout` is in seconds."""
+class _Transaction:
+    """`SqliteSessionStore._transaction`'s context: its `_write` around the block. A class,
+    not an async generator, because a turn's two writes pass through it (measured: an
+    `asynccontextmanager` made each `update` ~8 us slower)."""
+
+    __slots__ = ("_store", "_write")
+
+    def __init__(self, store: SqliteSessionStore) -> None:
+        self._store = store
+        self._write = store._write()
+
+    async def __aenter__(self) -> SqliteSessionStore:
+        self._write.__enter__()
+        return self._store
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        return self._write.__exit__(kind, exc, tb)
+
+
+class SqliteSessionStore(SessionRepository):
+    """`SessionStore` over one SQLite file: `repository.SessionRepository`'s rules over
+    this driver. `busy_timeout` is in seconds."""
 
     def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
         self._path = Path(path)
@@ -231,30 +250,150 @@ class SqliteSessionStore:
         finally:
             self._recent.clear()  # what a failed write may have changed too
 
+    def _transaction(self) -> _Transaction:
+        """The repository's transaction: `_write` on the one connection (this object is
+        the driver inside it)."""
+        return _Transaction(self)
+
     def _row(self, session_id: str) -> tuple[int, SessionRecord]:
         row = self._conn.execute(_SELECT_BY_ID, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(session_id)
         return _record(row)
 
-    def _save(self, seq: int, record: SessionRecord, *names: str) -> SessionRecord:
-        """Write the named fields of `record`, and always updated_at and version."""
-        columns = sorted(
-            {*names, "updated_at", "version"}
-        )  # sorted: one SQL text per set of fields
+    # ---- the driver (repository.StoreDriver), inside `_transaction` ---------------------
+
+    async def locked(self, session_id: str, *, share: bool = False) -> tuple[int, SessionRecord]:
+        return self._row(session_id)  # BEGIN IMMEDIATE holds the file's write lock
+
+    async def save(
+        self, seq: int, record: SessionRecord, names: Sequence[str], fence: int | None
+    ) -> None:
+        """The fence was judged under the write lock; only the row is written here."""
+        columns = sorted({*names, "updated_at", "version"})  # one SQL text per set
         self._conn.execute(
             f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in columns)} WHERE seq = ?",
             [*(_column_value(getattr(record, c)) for c in columns), seq],
         )
-        return record
 
-    def _insert_message(self, seq: int, record: SessionRecord, body: str) -> None:
-        """O(1) in transcript length: the next index is the record's message_count."""
+    async def add_message(self, seq: int, index: int, body: str) -> None:
         self._conn.execute(
-            "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
-            (seq, record.message_count, body),
+            "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)", (seq, index, body)
         )
         self._index_soon()
+
+    async def add_messages(self, seq: int, bodies: Sequence[str]) -> None:
+        self._conn.executemany(
+            "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
+            ((seq, idx, body) for idx, body in enumerate(bodies)),
+        )
+        self._index_soon()
+
+    async def copy_messages(self, source: int, seq: int, count: int) -> None:
+        self._conn.execute(
+            "INSERT INTO messages (session_seq, idx, body)"
+            " SELECT ?, idx, body FROM messages WHERE session_seq = ? AND idx < ?",
+            (seq, source, count),
+        )
+        self._index_soon()
+
+    async def insert_row(self, record: SessionRecord) -> int:
+        return self._insert_row(record)
+
+    async def live_rows(self) -> list[tuple[int, SessionRecord]]:
+        live = sorted(state.value for state in LIVE_STATES)
+        rows = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM sessions WHERE status IN ({', '.join('?' * len(live))})"
+            " ORDER BY seq",
+            live,
+        ).fetchall()
+        return [_record(row) for row in rows]
+
+    async def _listed(
+        self,
+        *,
+        cwd: str | None,
+        cursor: ListCursor | None,
+        rows: int,
+        query: str | None,
+        archived: bool | None,
+    ) -> list[tuple[int, SessionRecord]]:
+        filters: list[str] = []
+        args: list[Any] = []
+        source = "sessions"
+        words = search.terms(query)
+        if words:
+            self._index_pending()  # what was written since the last pass, first
+            # The matching seqs first (every word in the title or some message), then
+            # their rows: the work follows the matches, not the number of sessions.
+            per_word = " INTERSECT ".join(
+                "SELECT seq FROM (SELECT rowid >> 32 AS seq FROM transcript_search"
+                " WHERE transcript_search MATCH ? UNION"
+                " SELECT rowid FROM title_search WHERE title_search MATCH ?)"
+                for _ in words
+            )
+            source = f"({per_word}) AS hits CROSS JOIN sessions ON sessions.seq = hits.seq"
+            for word in words:
+                args += [search.fts5_prefix(word)] * 2
+        if archived is not None:
+            filters.append("archived = ?")
+            args.append(int(archived))
+        if cwd is not None:
+            filters.append("cwd = ?")
+            args.append(cwd)
+        if cursor is not None:
+            filters.append("(updated_at, sessions.seq) < (?, ?)")
+            args += [cursor[0], cursor[1]]
+        where = " AND ".join(filters) or "1"
+        columns = _COLUMNS.replace("seq, ", "sessions.seq, ", 1)
+        # One row beyond the page says whether a next page exists.
+        sql = (
+            f"SELECT {columns} FROM {source} WHERE {where}"
+            " ORDER BY updated_at DESC, sessions.seq DESC LIMIT ?"
+        )
+        args.append(rows)
+        with self._boundary("read"):
+            return [_record(row) for row in self._conn.execute(sql, args)]
+
+    async def _messages(self, session_id: str, start: int, stop: int) -> list[dict[str, Any]]:
+        # One statement, so the existence check and the page come from one snapshot.
+        with self._boundary("read"):
+            rows = self._conn.execute(
+                "SELECT m.body FROM sessions AS s LEFT JOIN messages AS m"
+                " ON m.session_seq = s.seq AND m.idx >= ? AND m.idx < ?"
+                " WHERE s.id = ? ORDER BY m.idx",
+                (start, stop, session_id),
+            ).fetchall()
+        if not rows:
+            raise SessionNotFound(session_id)
+        return [json.loads(body) for (body,) in rows if body is not None]
+
+    # ---- the rest of SessionStore --------------------------------------------------------
+
+    async def get(self, session_id: str) -> SessionRecord:
+        with self._boundary("read"):
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._recent_version or len(self._recent) >= RECENT_RECORDS:
+                self._recent.clear()
+                self._recent_version = version
+            record = self._recent.get(session_id)
+            if record is None:
+                record = self._recent[session_id] = self._row(session_id)[1]
+            return record
+
+    async def renew_leases(self, owner: str, expires: float) -> set[str]:
+        with self._write():
+            rows = self._conn.execute(
+                "UPDATE sessions SET lease_expires = ? WHERE lease_owner = ? RETURNING id",
+                (expires, owner),
+            ).fetchall()
+            return {session_id for (session_id,) in rows}
+
+    async def delete(self, session_id: str) -> None:
+        with self._write():
+            seq, _ = self._row(session_id)
+            self._conn.execute("DELETE FROM messages WHERE session_seq = ?", (seq,))
+            self._conn.execute("DELETE FROM sessions WHERE seq = ?", (seq,))
 
     # ---- the search index, a batch at a time (migrations.py, v5) ----------------------
 
@@ -312,10 +451,6 @@ class SqliteSessionStore:
         rows it took."""
         return self._index_pending()
 
-    def _append(self, seq: int, record: SessionRecord, body: str) -> SessionRecord:
-        self._insert_message(seq, record, body)
-        return self._save(seq, change.appended(record, now()), "message_count")
-
     def _insert_row(self, record: SessionRecord) -> int:
         exists = self._conn.execute(
             "SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)
@@ -328,234 +463,6 @@ class SqliteSessionStore:
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
-
-    async def insert(self, record: SessionRecord) -> None:
-        stored = change.forked(record, 0)
-        with self._write():
-            self._insert_row(stored)
-
-    async def get(self, session_id: str) -> SessionRecord:
-        with self._boundary("read"):
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != self._recent_version or len(self._recent) >= RECENT_RECORDS:
-                self._recent.clear()
-                self._recent_version = version
-            record = self._recent.get(session_id)
-            if record is None:
-                record = self._recent[session_id] = self._row(session_id)[1]
-            return record
-
-    async def list_page(
-        self,
-        *,
-        cwd: str | None = None,
-        cursor: ListCursor | None = None,
-        limit: int = 100,
-        query: str | None = None,
-        archived: bool | None = False,
-    ) -> tuple[list[SessionRecord], ListCursor | None]:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        filters: list[str] = []
-        args: list[Any] = []
-        source = "sessions"
-        words = search.terms(query)
-        if words:
-            self._index_pending()  # what was written since the last pass, first
-            # The matching seqs first (every word in the title or some message), then
-            # their rows: the work follows the matches, not the number of sessions.
-            per_word = " INTERSECT ".join(
-                "SELECT seq FROM (SELECT rowid >> 32 AS seq FROM transcript_search"
-                " WHERE transcript_search MATCH ? UNION"
-                " SELECT rowid FROM title_search WHERE title_search MATCH ?)"
-                for _ in words
-            )
-            source = f"({per_word}) AS hits CROSS JOIN sessions ON sessions.seq = hits.seq"
-            for word in words:
-                args += [search.fts5_prefix(word)] * 2
-        if archived is not None:
-            filters.append("archived = ?")
-            args.append(int(archived))
-        if cwd is not None:
-            filters.append("cwd = ?")
-            args.append(cwd)
-        if cursor is not None:
-            filters.append("(updated_at, sessions.seq) < (?, ?)")
-            args += [cursor[0], cursor[1]]
-        where = " AND ".join(filters) or "1"
-        columns = _COLUMNS.replace("seq, ", "sessions.seq, ", 1)
-        # One row beyond the page says whether a next page exists.
-        sql = (
-            f"SELECT {columns} FROM {source} WHERE {where}"
-            " ORDER BY updated_at DESC, sessions.seq DESC LIMIT ?"
-        )
-        args.append(min(limit, _MAX_INDEX) + 1)
-        with self._boundary("read"):
-            rows = [_record(row) for row in self._conn.execute(sql, args)]
-        page = rows[:limit]
-        next_cursor = (page[-1][1].updated_at, page[-1][0]) if len(rows) > limit else None
-        return [record for _, record in page], next_cursor
-
-    async def update(
-        self,
-        session_id: str,
-        generation: int,
-        *,
-        append: Row | None = None,
-        **changes: Unpack[RecordChanges],
-    ) -> SessionRecord:
-        checked = change.validated_changes(changes)
-        body = None if append is None else self._body(session_id, append)
-        with self._write():
-            seq, record = self._row(session_id)
-            change.check_fence(record, generation)
-            # UPDATABLE_FIELDS are column names, so `checked` names columns.
-            if body is None:
-                return self._save(seq, change.updated(record, checked, now()), *checked)
-            # The row and the changes it came with: one record, one UPDATE (a turn's two
-            # writes each carry a row, so this is the hot path).
-            self._insert_message(seq, record, body)
-            updated = change.updated_appending(record, checked, now())
-            return self._save(seq, updated, *checked, "message_count")
-
-    async def update_metadata(
-        self,
-        session_id: str,
-        *,
-        title: str | None = None,
-        rules: str | None = None,
-        archived: bool | None = None,
-    ) -> SessionRecord:
-        given = (("title", title), ("rules", rules), ("archived", archived))
-        checked = change.validated_metadata({k: v for k, v in given if v is not None})
-        with self._write():
-            seq, record = self._row(session_id)
-            return self._save(seq, change.updated(record, checked, now()), *checked)
-
-    async def begin_generation(
-        self,
-        session_id: str,
-        expected_generation: int,
-        *,
-        lease_owner: str | None = None,
-        lease_expires: float | None = None,
-    ) -> SessionRecord:
-        with self._write():
-            seq, record = self._row(session_id)
-            updated = change.new_generation(
-                record,
-                expected_generation,
-                lease_owner=lease_owner,
-                lease_expires=lease_expires,
-                at=now(),
-            )
-            return self._save(
-                seq, updated, "generation", "status", "last_error", "lease_owner", "lease_expires"
-            )
-
-    async def renew_leases(self, owner: str, expires: float) -> set[str]:
-        with self._write():
-            rows = self._conn.execute(
-                "UPDATE sessions SET lease_expires = ? WHERE lease_owner = ? RETURNING id",
-                (expires, owner),
-            ).fetchall()
-            return {session_id for (session_id,) in rows}
-
-    @staticmethod
-    def _body(session_id: str, row: Row) -> str:
-        try:
-            return json.dumps(dict(row))
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"cannot store a row for session {session_id}: {exc}") from exc
-
-    async def append_message(self, session_id: str, generation: int, row: Row) -> int:
-        body = self._body(session_id, row)
-        with self._write():
-            seq, record = self._row(session_id)
-            change.check_fence(record, generation)
-            return self._append(seq, record, body).message_count - 1
-
-    async def messages(
-        self, session_id: str, offset: int = 0, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        if offset < 0 or limit < 0:
-            raise ValueError(f"offset and limit must be >= 0, got {offset}, {limit}")
-        start = min(offset, _MAX_INDEX)
-        stop = min(offset + limit, _MAX_INDEX)
-        # One statement, so the existence check and the page come from one snapshot.
-        with self._boundary("read"):
-            rows = self._conn.execute(
-                "SELECT m.body FROM sessions AS s LEFT JOIN messages AS m"
-                " ON m.session_seq = s.seq AND m.idx >= ? AND m.idx < ?"
-                " WHERE s.id = ? ORDER BY m.idx",
-                (start, stop, session_id),
-            ).fetchall()
-        if not rows:
-            raise SessionNotFound(session_id)
-        return [json.loads(body) for (body,) in rows if body is not None]
-
-    async def fork(self, source_id: str, record: SessionRecord, upto: int) -> SessionRecord:
-        change.forked(record, 0)  # refuses a record that claims rows already
-        with self._write():
-            source_seq, source = self._row(source_id)
-            stored = change.forked(record, max(0, min(upto, source.message_count)))
-            seq = self._insert_row(stored)
-            self._conn.execute(
-                "INSERT INTO messages (session_seq, idx, body)"
-                " SELECT ?, idx, body FROM messages WHERE session_seq = ? AND idx < ?",
-                (seq, source_seq, stored.message_count),
-            )
-        self._index_soon()
-        return stored
-
-    async def insert_with_transcript(
-        self, record: SessionRecord, rows: Sequence[Row]
-    ) -> SessionRecord:
-        change.forked(record, 0)  # refuses a record that claims rows already
-        bodies = [self._body(record.session_id, row) for row in rows]
-        stored = change.forked(record, len(bodies))
-        with self._write():
-            seq = self._insert_row(stored)
-            self._conn.executemany(
-                "INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)",
-                ((seq, idx, body) for idx, body in enumerate(bodies)),
-            )
-        self._index_soon()
-        return stored
-
-    async def delete(self, session_id: str) -> None:
-        with self._write():
-            seq, _ = self._row(session_id)
-            self._conn.execute("DELETE FROM messages WHERE session_seq = ?", (seq,))
-            self._conn.execute("DELETE FROM sessions WHERE seq = ?", (seq,))
-
-    def _reconcile(self, seq: int, record: SessionRecord) -> SessionRecord:
-        closed, was_running = change.closed_orphan(record, now())
-        self._save(seq, closed, "status", "interrupted", "lease_owner", "lease_expires")
-        if was_running:
-            closed = self._append(seq, closed, json.dumps(INTERRUPTED_MARKER))
-        return closed
-
-    async def reconcile_orphans(self, is_orphan: OrphanTest | None = None) -> list[SessionRecord]:
-        live = sorted(state.value for state in LIVE_STATES)
-        changed: list[SessionRecord] = []
-        with self._write():
-            rows = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM sessions WHERE status IN ({', '.join('?' * len(live))})"
-                " ORDER BY seq",
-                live,
-            ).fetchall()
-            for seq, record in map(_record, rows):
-                if is_orphan is None or is_orphan(record):
-                    changed.append(self._reconcile(seq, record))
-        return changed
-
-    async def reconcile_one(self, session_id: str, is_orphan: OrphanTest) -> SessionRecord:
-        with self._write():
-            seq, record = self._row(session_id)
-            if record.status in LIVE_STATES and is_orphan(record):
-                return self._reconcile(seq, record)
-            return record
 
     async def clock(self) -> float:
         return time.time()  # one file, one host: this host's clock is the shared one
