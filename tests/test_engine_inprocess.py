@@ -64,7 +64,13 @@ class ScriptedEngine:
         verdict = await host.authorize(
             PermissionRequest(call, "bash", "echo from-engine", ToolKind.EXECUTE, "echo x")
         )
-        assert verdict.allowed
+        self.log.append(f"allowed {verdict.allowed}")
+        if not verdict.allowed:
+            reason = verdict.reason or "refused"
+            await host.record(ToolResultEntry(call, "bash", reason, ok=False))
+            host.publish(ToolCallFinished(call, False, reason, None, False))
+            host.record_last(AssistantEntry("not run"))
+            return TurnOutcome("not run", StopReason.END_TURN)
         host.publish(ToolCallRunning(call))
         output = host.command_output(call, lambda text: host.publish(ToolOutputChunk(call, text)))
         result = await host.execute("echo from-engine", output)
@@ -149,7 +155,7 @@ async def test_the_runtime_drives_a_scripted_engine_through_the_seam(
     assert record.status is Status.IDLE and record.turns == 1 and record.title == "hello"
     # One engine per generation, closed with it.
     await core.manager.close(sid)
-    assert core.engine_log == ["made", "turn hello", "close"]
+    assert core.engine_log == ["made", "turn hello", "allowed True", "close"]
     await core.manager.resume(sid)
     assert core.engine_log[-1] == "made"
 
@@ -169,3 +175,16 @@ async def test_cancel_tells_the_engine_and_the_host_records_the_cancelled_turn(
     entries = await core.entries(sid)
     assert isinstance(entries[0], UserEntry) and isinstance(entries[-1], MarkerEntry)
     assert (await core.manager.view(sid)).record.status is Status.IDLE
+
+
+async def test_an_engine_asks_the_host_for_consent_and_a_refusal_runs_nothing(
+    core: Core, tmp_path: Path
+) -> None:
+    view = await core.manager.create(NewSession(str(tmp_path), approval=Approval.DENY))
+    outcome = await core.manager.prompt(view.session_id, "rm", Origin.ACP)
+    assert outcome.response == "not run"
+    assert core.engine_log == ["made", "turn rm", "allowed False"]
+    result = (await core.entries(view.session_id))[1]
+    assert isinstance(result, ToolResultEntry) and result.ok is False
+    assert "approval setting is deny" in result.content
+    assert not any(isinstance(b, ToolOutputChunk) for b in core.bodies(view.session_id))

@@ -1,4 +1,8 @@
-"""A runtime's turns and compactions: the turn lock, cancellation, and the agent's host.
+"""A runtime's turns and compactions: the turn lock, cancellation, and the engine's host.
+
+A turn is run by the runtime's engine (`agent/engine.py`), known only by its interface;
+this runner is the engine's host (`agent/host.py: TurnHost`), over the runtime's narrow
+`TurnOwner` interface.
 
 One turn (or compaction) at a time. Every prompt gets exactly one answer, whenever a
 cancel arrives: the work runs as an inner task under a supervisor task that is never
@@ -127,7 +131,7 @@ class TurnOwner(RecordWriter, Protocol):
 
 
 class TurnRunner:
-    """Runs one runtime's turns; implements the agent loop's `TurnHost`."""
+    """Runs one runtime's turns with its engine; implements the engine's `TurnHost`."""
 
     def __init__(self, runtime: TurnOwner, context_budget: int, engine: Engine) -> None:
         self._runtime = runtime
@@ -504,15 +508,7 @@ class TurnRunner:
     async def before_tool_call(self) -> None:
         await self._runtime.checkpoints.ready()
 
-    # ---- for compaction ----------------------------------------------------------------------
-
-    @property
-    def session_id(self) -> str:
-        return self._runtime.session_id
-
-    @property
-    def generation(self) -> int:
-        return self._runtime.generation
+    # ---- for compaction and rewind (their hosts' `runtime`) --------------------------------
 
     @property
     def runtime(self) -> TurnOwner:
