@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from protocol.methods import Method
 from protocol.models import (
@@ -17,6 +17,7 @@ from protocol.models import (
     ChangesParams,
     CompactParams,
     ExportParams,
+    HttpAccess,
     ImportParams,
     McpReconnectParams,
     MessagesParams,
@@ -44,6 +45,9 @@ from sidecar.wire import export as wire_export
 from sidecar.wire import transcript as wire_transcript
 from sidecar.wire.changes import changes_body, rewind_body
 from sidecar.wire.summary import summary
+
+if TYPE_CHECKING:
+    from acp.schema import PromptResponse
 
 # An export returned in the result (no directory named) stays below this: a JSON-RPC
 # reply over stdio is one line every other reply waits behind.
@@ -322,7 +326,7 @@ class ExtensionHandlers:
 
     async def run_command(
         self, session_id: str, command: SidecarCommand, argument: str
-    ) -> dict[str, Any]:
+    ) -> PromptResponse:
         """A prompt that was one of our slash commands: run it, say what happened as agent
         text, answer as a finished turn (nothing reaches the model or the transcript)."""
         if command.name == "compact":
@@ -344,11 +348,14 @@ class ExtensionHandlers:
             meta = {}
         preload.ACP.ensure()
         from acp.helpers import update_agent_message_text
+        from acp.schema import PromptResponse
 
         self.server.notify(*session_update(session_id, update_agent_message_text(text)))
-        return {"stopReason": StopReason.END_TURN.value, "_meta": {"response": text, **meta}}
+        return PromptResponse(
+            stop_reason=StopReason.END_TURN.value, field_meta={"response": text, **meta}
+        )
 
-    async def http(self, request: StatusParams) -> dict[str, Any]:
+    async def http(self, request: StatusParams) -> HttpAccess:
         """The live session's listener and its bearer token, for the client that asks."""
         view = await self.manager.view(request.session_id)
         if not view.live:
@@ -358,7 +365,7 @@ class ExtensionHandlers:
                 f"session {request.session_id} has no HTTP endpoint "
                 "(socket binding is not allowed here)"
             )
-        return {"url": view.url, "token": view.token}
+        return HttpAccess(url=view.url, token=view.token)
 
     async def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
         self.request_shutdown()

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         CloseSessionRequest,
         DeleteSessionRequest,
         PromptRequest,
+        PromptResponse,
         SetSessionConfigOptionSelectRequest,
         SetSessionModeRequest,
     )
@@ -345,23 +346,29 @@ class AcpHandlers:
             result["nextCursor"] = encode_cursor(next_cursor)
         return result
 
-    async def session_prompt(self, request: PromptRequest) -> dict[str, Any]:
+    async def session_prompt(self, request: PromptRequest) -> PromptResponse:
         text = prompt_text(request)
         command = sidecar_command(text)
         if command is not None:
             return await self.extensions.run_command(request.session_id, *command)
         outcome = await self.manager.prompt(request.session_id, text, Origin.ACP)
-        usage = outcome.usage
-        tokens = {
-            "inputTokens": usage.input_tokens,
-            "outputTokens": usage.output_tokens,
-            "totalTokens": usage.input_tokens + usage.output_tokens,
-        }
-        return {
-            "stopReason": outcome.stop_reason.value,
-            "usage": tokens,
-            "_meta": {"response": outcome.response, "usage": tokens, "turn": outcome.turn},
-        }
+        from acp.schema import PromptResponse, Usage  # loaded: the request's model is ACP's
+
+        used = outcome.usage
+        total = used.input_tokens + used.output_tokens
+        usage = Usage(
+            input_tokens=used.input_tokens, output_tokens=used.output_tokens, total_tokens=total
+        )
+        tokens = {"inputTokens": used.input_tokens, "outputTokens": used.output_tokens}
+        return PromptResponse(
+            stop_reason=outcome.stop_reason.value,
+            usage=usage,
+            field_meta={
+                "response": outcome.response,
+                "usage": {**tokens, "totalTokens": total},
+                "turn": outcome.turn,
+            },
+        )
 
     async def session_cancel(self, request: CancelNotification) -> dict[str, Any]:
         return {"cancelled": await self.manager.cancel(request.session_id)}

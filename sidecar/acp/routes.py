@@ -71,10 +71,23 @@ class Route(Generic[P]):
         parse, handler = self.params.parse, self.handler
 
         async def handle(params: dict[str, Any]) -> object:
-            return await handler(parse(params))
+            return wire(await handler(parse(params)))
 
         handle.__name__ = getattr(handler, "__name__", self.method)
         return handle
+
+
+def wire(result: object) -> object:
+    """A handler's typed result as JSON: ours (`protocol.models.WireModel.to_wire`: every
+    field, nulls included, as the HTTP edge sends them too), ACP's as its SDK dumps them
+    (unset optional fields left out), a dict as it is."""
+    to_wire = getattr(result, "to_wire", None)
+    if to_wire is not None:
+        return to_wire()
+    dump = getattr(result, "model_dump", None)
+    if dump is not None:
+        return dump(by_alias=True, exclude_none=True, mode="json")
+    return result
 
 
 def handlers(routes: Iterable[Route[Any]]) -> dict[str, Handler]:
