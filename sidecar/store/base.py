@@ -12,7 +12,10 @@ Rules every implementation keeps (the contract suite in tests/ checks them):
   answered from an index kept in step by the same transaction as each write (SQLite
   FTS5, PostgreSQL GIN); the memory store scans.
 - Every multi-row change is one transaction; write errors raise StoreError.
-- The store only persists: every record change it makes comes from `domain.changes`.
+- The store only persists: every record change it makes comes from `domain.changes`, and
+  bumps the record's `version` by one (never a refused write, never a lease renewal).
+- The rules above are written once, in `repository.SessionRepository`; memory, SQLite and
+  PostgreSQL are thin drivers under it (`repository.StoreDriver`).
 - The methods are coroutines so that a store on the network (PostgreSQL) never blocks
   the event loop; the local stores do their short work inline (no thread hop).
 - `clock()` is the clock leases are judged by: shared by every sidecar on the store, so
