@@ -687,9 +687,18 @@ class ChaosRun:
         found: dict[str, dict[str, Any] | None] = {}
 
         async def settled() -> bool:
+            # One holder at most, and the others naming it: a holder whose renewal just
+            # failed (its pool busy on a loaded machine) is named again once it renews.
             nonlocal found
             found = await self.statuses(sid)
-            return len([s for s in found.values() if s and s["live"]]) <= 1
+            live = [host for host, s in found.items() if s and s["live"]]
+            if len(live) != 1:
+                return len(live) == 0
+            holder = self.slots[live[0]]
+            named = f"pid {holder.sidecar.pid} on {holder.host}"
+            return all(
+                s is None or s["heldBy"] == named for h, s in found.items() if h != holder.host
+            )
 
         deadline = time.monotonic() + 6 * TTL + AFTERMATH
         while not await settled() and time.monotonic() < deadline:
