@@ -6,7 +6,6 @@ typed."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -34,7 +33,7 @@ from sidecar.acp.routes import RAW, Params, Route, handlers
 from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import SidecarCommand
 from sidecar.acp.updates import session_update
-from sidecar.core.export_files import read_export
+from sidecar.core import export_files
 from sidecar.core.manager import SessionManager
 from sidecar.core.views import CompactionOutcome
 from sidecar.domain.errors import InvalidInput, InvalidState, SessionNotLive
@@ -86,41 +85,6 @@ async def _export_chunks(
     yield wire_export.jsonl_header(record) + "\n"
     async for page in pages:
         yield "".join(wire_export.jsonl_row(row) + "\n" for row in page)
-
-
-async def _write_file(path: str, chunks: AsyncIterator[str]) -> int:
-    """Write next to `path`, then rename over it: a reader never sees half an export.
-    Owner-only (a transcript may hold secrets). Returns the bytes written.
-
-    The temporary file is created new (O_EXCL|O_NOFOLLOW, after removing whatever has
-    its name: unlink never follows a symlink): one planted under that name -- the
-    directory may be a session's cwd, writable by its commands -- cannot send the
-    export elsewhere. The rename replaces `path` itself, a symlink there included."""
-    temporary = f"{path}.{os.getpid()}.partial"
-    try:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temporary, flags, 0o600)
-    except OSError as exc:
-        raise InvalidInput("directory", f"cannot write {temporary}: {exc.strerror}") from None
-    size = 0
-    try:
-        with os.fdopen(fd, "wb") as out:
-            async for chunk in chunks:
-                data = chunk.encode()
-                await asyncio.to_thread(out.write, data)
-                size += len(data)
-        os.replace(temporary, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise InvalidInput("directory", f"cannot write {path}: {exc.strerror}") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    return size
 
 
 def _whole_characters(data: bytes) -> bytes:
@@ -235,8 +199,7 @@ class ExtensionHandlers:
         directory = None
         if request.directory is not None:
             directory = _absolute("directory", request.directory)
-            if not await asyncio.to_thread(os.path.isdir, directory):
-                raise InvalidInput("directory", f"no such directory: {directory}")
+            await asyncio.to_thread(export_files.check_directory, directory)
         record, pages = await self.manager.export(request.session_id)
         chunks = _export_chunks(record, pages, markdown=request.format == "markdown")
         result: dict[str, Any] = {"format": request.format, "entries": record.message_count}
@@ -255,7 +218,7 @@ class ExtensionHandlers:
             return {**result, "bytes": size, "content": "".join(parts)}
         suffix = "md" if request.format == "markdown" else "jsonl"
         path = os.path.join(directory, f"{record.session_id}.{suffix}")
-        size = await _write_file(path, chunks)
+        size = await export_files.write_export(path, chunks)
         return {**result, "bytes": size, "path": path}
 
     async def import_session(self, request: ImportParams) -> dict[str, Any]:
@@ -263,7 +226,7 @@ class ExtensionHandlers:
         session and its whole transcript stored in one transaction (all or nothing)."""
         if request.path is not None:
             path = _absolute("path", request.path)
-            text = await asyncio.to_thread(read_export, path, IMPORT_MAX)
+            text = await asyncio.to_thread(export_files.read_export, path, IMPORT_MAX)
         else:
             assert request.content is not None
             text = request.content

@@ -1,4 +1,6 @@
-"""Reading an export file for `_session/import`: regular files only, bounded, never blocking.
+"""Export files: reading one for `_session/import` (regular files only, bounded, never
+blocking) and writing one for `_session/export` (atomically, owner-only, through no
+planted name). The ACP edge only names the path.
 
 The path comes from the client and may name anything: a FIFO (an `open` for reading
 waits for a writer forever, and the thread doing it then keeps the process from
@@ -14,8 +16,11 @@ worker thread.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import stat
+from collections.abc import AsyncIterator
 
 from sidecar.domain.errors import InvalidInput
 
@@ -83,3 +88,44 @@ def read_export(path: str, limit: int) -> str:
         return b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput("path", f"{path} is not UTF-8 text ({exc.reason})") from None
+
+
+def check_directory(directory: str) -> None:
+    """Refuses a directory an export cannot go to (blocking: run it in a worker thread)."""
+    if not os.path.isdir(directory):
+        raise InvalidInput("directory", f"no such directory: {directory}")
+
+
+async def write_export(path: str, chunks: AsyncIterator[str]) -> int:
+    """Write next to `path`, then rename over it: a reader never sees half an export.
+    Owner-only (a transcript may hold secrets). Returns the bytes written.
+
+    The temporary file is created new (O_EXCL|O_NOFOLLOW, after removing whatever has
+    its name: unlink never follows a symlink): one planted under that name -- the
+    directory may be a session's cwd, writable by its commands -- cannot send the
+    export elsewhere. The rename replaces `path` itself, a symlink there included."""
+    temporary = f"{path}.{os.getpid()}.partial"
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o600)
+    except OSError as exc:
+        raise InvalidInput("directory", f"cannot write {temporary}: {exc.strerror}") from None
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            async for chunk in chunks:
+                data = chunk.encode()
+                await asyncio.to_thread(out.write, data)
+                size += len(data)
+        os.replace(temporary, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise InvalidInput("directory", f"cannot write {path}: {exc.strerror}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return size
