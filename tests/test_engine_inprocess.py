@@ -38,6 +38,7 @@ from sidecar.domain.events import (
     UserMessageAdded,
 )
 from sidecar.domain.permissions import PermissionRequest
+from sidecar.domain.records import SessionRecord
 from sidecar.domain.transcript import AssistantEntry, MarkerEntry, ToolResultEntry, UserEntry
 from sidecar.store.memory import MemorySessionStore
 
@@ -91,8 +92,8 @@ class Core:
         self.events: list[Event] = []
         self.engine_log: list[str] = []
 
-        def make_engine() -> Engine:
-            self.engine_log.append("made")
+        def make_engine(record: SessionRecord) -> Engine:
+            self.engine_log.append(f"made {record.generation}")
             return ScriptedEngine(self.engine_log)
 
         self.manager = SessionManager(
@@ -155,9 +156,9 @@ async def test_the_runtime_drives_a_scripted_engine_through_the_seam(
     assert record.status is Status.IDLE and record.turns == 1 and record.title == "hello"
     # One engine per generation, closed with it.
     await core.manager.close(sid)
-    assert core.engine_log == ["made", "turn hello", "allowed True", "close"]
+    assert core.engine_log == ["made 1", "turn hello", "allowed True", "close"]
     await core.manager.resume(sid)
-    assert core.engine_log[-1] == "made"
+    assert core.engine_log[-1] == "made 2"
 
 
 async def test_cancel_tells_the_engine_and_the_host_records_the_cancelled_turn(
@@ -171,7 +172,7 @@ async def test_cancel_tells_the_engine_and_the_host_records_the_cancelled_turn(
     assert await core.manager.cancel(sid)
     outcome = await turn
     assert outcome.stop_reason is StopReason.CANCELLED
-    assert core.engine_log == ["made", "turn wait", "cancel"]
+    assert core.engine_log == ["made 1", "turn wait", "cancel"]
     entries = await core.entries(sid)
     assert isinstance(entries[0], UserEntry) and isinstance(entries[-1], MarkerEntry)
     assert (await core.manager.view(sid)).record.status is Status.IDLE
@@ -183,7 +184,7 @@ async def test_an_engine_asks_the_host_for_consent_and_a_refusal_runs_nothing(
     view = await core.manager.create(NewSession(str(tmp_path), approval=Approval.DENY))
     outcome = await core.manager.prompt(view.session_id, "rm", Origin.ACP)
     assert outcome.response == "not run"
-    assert core.engine_log == ["made", "turn rm", "allowed False"]
+    assert core.engine_log == ["made 1", "turn rm", "allowed False"]
     result = (await core.entries(view.session_id))[1]
     assert isinstance(result, ToolResultEntry) and result.ok is False
     assert "approval setting is deny" in result.content

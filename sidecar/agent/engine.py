@@ -32,10 +32,19 @@ from typing import Final, Protocol
 from sidecar.agent.host import EngineEvent, EngineHost, TurnHost
 from sidecar.agent.loop import run_turn
 from sidecar.agent.outcome import TurnOutcome
+from sidecar.domain.records import SessionRecord
 
 BUILTIN: Final = "builtin"
 
-__all__ = ["BUILTIN", "BuiltinEngine", "Engine", "EngineEvent", "EngineHost", "EngineFactory"]
+__all__ = [
+    "BUILTIN",
+    "BuiltinEngine",
+    "Engine",
+    "EngineEvent",
+    "EngineFactory",
+    "EngineHost",
+    "builtin_engine",
+]
 
 
 class Engine(Protocol):
@@ -60,7 +69,10 @@ class Engine(Protocol):
 
 
 class EngineFactory(Protocol):
-    def __call__(self) -> Engine: ...
+    """A new engine per runtime generation, for the session as stored when it starts
+    (its cwd, mode, model: what an engine elsewhere is started with)."""
+
+    def __call__(self, record: SessionRecord) -> Engine: ...
 
 
 class BuiltinEngine:
@@ -80,3 +92,9 @@ class BuiltinEngine:
 
     async def close(self) -> None:
         """Nothing held: the provider client and the commands are the runtime's."""
+
+
+def builtin_engine(record: SessionRecord) -> Engine:
+    """The default `EngineFactory`: the agent loop (the provider is the runtime's)."""
+    del record
+    return BuiltinEngine()

@@ -27,7 +27,7 @@ from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
-from sidecar.agent.engine import BuiltinEngine, EngineFactory
+from sidecar.agent.engine import EngineFactory, builtin_engine
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.sandbox import SandboxMode, SandboxStatus
 from sidecar.checkpoints.store import CheckpointStore
@@ -72,7 +72,7 @@ class RuntimeDeps:
     # Directories no command or MCP server may see (the data and config dirs): sandbox.wrap.
     hide: tuple[str, ...] = ()
     # What runs the turns, one per generation (agent/engine.py); the builtin agent loop.
-    make_engine: EngineFactory = BuiltinEngine
+    make_engine: EngineFactory = builtin_engine
 
 
 class SessionRuntime:
@@ -95,7 +95,7 @@ class SessionRuntime:
         self._deps = deps
         self._provider: Provider | None = None
         self._close_task: asyncio.Task[None] | None = None
-        self.engine = deps.make_engine()
+        self.engine = deps.make_engine(record)
         self.turns = TurnRunner(self, deps.context_budget, self.engine)
         self.approvals = ApprovalDesk(self, deps.asker)
         self.mcp = McpTools(
