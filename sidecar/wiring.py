@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sidecar.acp.extensions import ExtensionHandlers
-from sidecar.acp.handlers import AcpHandlers, Handler
+from sidecar.acp.handlers import AcpHandlers
 from sidecar.acp.initialize import ClientOptions
 from sidecar.acp.notifier import AcpNotifier
 from sidecar.acp.permissions import make_asker
-from sidecar.acp.server import RpcServer
+from sidecar.acp.server import Handler, RpcServer
 from sidecar.agent import sandbox
 from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.config import (
