@@ -87,6 +87,15 @@ def is_final_reply(message: dict[str, Any]) -> bool:
     return message.get("type") == "assistant" and not message.get("toolCalls")
 
 
+def last_traceback(log: list[str]) -> str:
+    """The last traceback in a log tail with the line before it (what was being done)."""
+    starts = [i for i, line in enumerate(log) if line.startswith("Traceback")]
+    if not starts:
+        return f"(no traceback in the last {len(log)} log lines)"
+    begin = max(starts[-1] - 1, 0)
+    return "\n".join(log[begin : begin + 60])
+
+
 def marked_processes(marker: str) -> list[int]:
     return harness.marked_processes("CRASH_MARKER", marker)
 
@@ -161,8 +170,13 @@ class CrashRun:
         if not condition:
             self.fail(message)
 
-    def unexpected(self, action: str, error: BaseException) -> None:
-        self.problems.append(f"{action}: {error!r}")
+    def unexpected(self, action: str, error: BaseException, sidecar: Sidecar | None = None) -> None:
+        problem = f"{action}: {error!r}"
+        if sidecar is not None and isinstance(error, RpcError) and error.code == -32603:
+            # An internal error is a bug: keep the sidecar's traceback with it (the log
+            # rolls on, and the sidecar may be killed before the run ends).
+            problem += "\n" + last_traceback(list(sidecar.client.stderr_tail))
+        self.problems.append(problem)
 
     async def start(self) -> Sidecar:
         try:
@@ -284,7 +298,7 @@ class CrashRun:
             if exc.code == ErrorCode.RUNTIME_FAILED:  # the record stays, in error
                 sid = exc.data["sessionId"]
                 self.sessions[sid] = Tracked(sid, mode, 1)
-            self.unexpected("session/new", exc)
+            self.unexpected("session/new", exc, sidecar)
             return None
         self.round.creates_answered += 1
         self.stats["sessions created"] += 1
@@ -311,7 +325,7 @@ class CrashRun:
                 self.stats["prompts refused"] += 1
             else:
                 prompt.outcome = "failed"
-                self.unexpected(f"session/prompt {prompt.text!r}", exc)
+                self.unexpected(f"session/prompt {prompt.text!r}", exc, sidecar)
             if exc.code == ErrorCode.SESSION_NOT_LIVE:
                 tracked.live = False
             return
@@ -332,7 +346,7 @@ class CrashRun:
             await sidecar.call(method, {"sessionId": tracked.sid})
         except RpcError as exc:
             if exc.code not in RACE_ERRORS:
-                self.unexpected(method, exc)
+                self.unexpected(method, exc, sidecar)
             return
         finally:
             tracked.cutting -= 1
@@ -352,7 +366,7 @@ class CrashRun:
             if exc.code == ErrorCode.RUNTIME_LIVE:
                 tracked.live = True
             if exc.code not in RACE_ERRORS:
-                self.unexpected("session/resume", exc)
+                self.unexpected("session/resume", exc, sidecar)
             return
         tracked.resumes_unanswered -= 1
         tracked.generation = max(tracked.generation, result["_meta"]["generation"])
@@ -368,7 +382,7 @@ class CrashRun:
             if exc.code == ErrorCode.RUNTIME_LIVE:
                 tracked.live = True
             if exc.code not in RACE_ERRORS:
-                self.unexpected("session/delete", exc)
+                self.unexpected("session/delete", exc, sidecar)
             return
         tracked.delete_unanswered = False
         tracked.deleted = True
@@ -382,7 +396,7 @@ class CrashRun:
         except RpcError as exc:
             tracked.modes_asked.remove(mode)
             if exc.code not in RACE_ERRORS:
-                self.unexpected("session/set_mode", exc)
+                self.unexpected("session/set_mode", exc, sidecar)
             return
         tracked.modes_asked.remove(mode)
         tracked.mode = mode
@@ -398,7 +412,7 @@ class CrashRun:
                 await self.list_all(sidecar)
         except RpcError as exc:
             if exc.code != ErrorCode.SESSION_NOT_FOUND:  # a delete may have raced the read
-                self.unexpected("read", exc)
+                self.unexpected("read", exc, sidecar)
 
     # ---- scripted kill moments -------------------------------------------------------------
 
