@@ -53,6 +53,7 @@ class Method:
     EXPORT: Final = "_session/export"
     IMPORT: Final = "_session/import"
     SHUTDOWN: Final = "_sidecar/shutdown"
+    AGENTS: Final = "_session/agents"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
@@ -89,4 +90,5 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.EXPORT,
     Method.IMPORT,
     Method.SHUTDOWN,
+    Method.AGENTS,
 )

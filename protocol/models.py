@@ -106,6 +106,7 @@ class SessionSummary(WireModel):
     forked_from: str | None = None
     archived: bool = False  # hidden from session/list unless asked for (_session/archive)
     imported_from: str | None = None  # the exported session's id (_session/import)
+    agent: str = "builtin"  # what runs the turns: our loop, or an external ACP agent's name
     # Set when another live sidecar process runs this session (it holds the lease).
     held_by: str | None = None
     model: str | None = None
@@ -169,6 +170,12 @@ class NewSessionMeta(StrictParams):
     title: Title = "Untitled session"
     approval: ApprovalField = Approval.ASK
     sandbox: SandboxField | None = None  # the mode's default (workspace; plan: read-only)
+    # What runs the turns: "builtin" or an external agent's name (`_session/agents`).
+    agent: Annotated[str, Field(min_length=1, max_length=40)] = "builtin"
+
+
+class AgentsParams(StrictParams):
+    """`_session/agents` takes nothing (unknown keys are refused, as everywhere)."""
 
 
 class StatusParams(StrictParams):
@@ -307,6 +314,7 @@ class ExportedSession(StrictParams):
     summary_index: Count | None = None
     forked_from: str | None = None
     imported_from: str | None = None
+    agent: Annotated[str, Field(min_length=1, max_length=40)] = "builtin"
     archived: StrictBool = False
     approval: ApprovalField = Approval.ASK
     sandbox: SandboxField | None = None

@@ -11,6 +11,7 @@ from pathlib import Path
 import platformdirs
 
 from sidecar.agent.backends.groups import CommandLimits
+from sidecar.agent.external.definitions import AgentConfigError, AgentDefinition, parse_cli_agent
 from sidecar.agent.providers import keys
 from sidecar.agent.providers.base import Provider
 from sidecar.checkpoints.store import CheckpointStore
@@ -50,6 +51,9 @@ class Config:
     db_timeout: float = 10.0
     db_pool_size: int = 10
     host_id: str = ""
+    agents: tuple[AgentDefinition, ...] = ()  # --agent NAME=COMMAND
+    agents_file: Path | None = None  # agents.toml
+    agent_start_timeout: float = 60.0
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -170,8 +174,33 @@ def parse_args(argv: list[str] | None = None) -> Config:
         action="store_true",
         help="take no checkpoints of the working tree (no changes lists, no code rewind)",
     )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="an external ACP agent sessions may run (repeatable; COMMAND split as a shell "
+        "would, leading VAR=VALUE words are its environment); beats agents.toml and presets",
+    )
+    parser.add_argument(
+        "--agents-file",
+        default=None,
+        help="the agents.toml to read (default: agents.toml in the user config dir)",
+    )
+    parser.add_argument(
+        "--agent-start-timeout",
+        type=float,
+        default=60.0,
+        help="seconds an external agent has for initialize and session/new",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    if args.agent_start_timeout <= 0:
+        parser.error("--agent-start-timeout must be positive")
+    try:
+        cli_agents = tuple(parse_cli_agent(text) for text in args.agent)
+    except AgentConfigError as exc:
+        parser.error(str(exc))
     if args.tool_spool_cap < 0:
         parser.error("--tool-spool-cap must be >= 0")
     if args.checkpoint_max_file_bytes <= 0:
@@ -225,6 +254,13 @@ def parse_args(argv: list[str] | None = None) -> Config:
         db_timeout=args.db_timeout,
         db_pool_size=args.db_pool_size,
         host_id=args.host_id.strip(),
+        agents=cli_agents,
+        agents_file=(
+            Path(args.agents_file).expanduser()
+            if args.agents_file
+            else Path(platformdirs.user_config_dir(APP_NAME)) / "agents.toml"
+        ),
+        agent_start_timeout=args.agent_start_timeout,
     )
 
 

@@ -9,6 +9,7 @@ checks every constructor call here, as in any other module.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,9 @@ from sidecar.acp.notifier import AcpNotifier
 from sidecar.acp.permissions import make_asker
 from sidecar.acp.server import Handler, RpcServer
 from sidecar.agent import sandbox
+from sidecar.agent.external.catalog import AgentCatalog
+from sidecar.agent.external.definitions import AgentConfigError
+from sidecar.agent.external.factory import AgentSettings, engine_factory
 from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.config import (
     Config,
@@ -38,6 +42,26 @@ from sidecar.core.views import SessionView
 from sidecar.domain.records import SessionRecord
 from sidecar.http.listener import start_listener
 from sidecar.store.base import SessionStore
+
+log = logging.getLogger(__name__)
+
+
+def agent_catalog(config: Config) -> AgentCatalog:
+    """Presets, agents.toml, --agent. A broken agents.toml is logged and left out (the
+    sidecar still serves every other session)."""
+    try:
+        return AgentCatalog.load(config.agents_file, config.agents)
+    except AgentConfigError as exc:
+        log.error("agents: %s (the file's agents are left out)", exc)
+        return AgentCatalog.load(None, config.agents)
+
+
+def agent_settings(config: Config) -> AgentSettings:
+    return AgentSettings(
+        start_timeout=config.agent_start_timeout,
+        interrupt_grace=config.limits.interrupt_grace,
+        homes=config.data_dir / "agent-homes",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +87,7 @@ class Assembly:
             return manager.view_of(record)
 
         notify = AcpNotifier(server.notify, client, view_of, config.limits.stream_cap)
+        agents = agent_catalog(config)
 
         manager = SessionManager(
             ManagerDeps(
@@ -78,6 +103,8 @@ class Assembly:
                     checkpoints=checkpoint_store(config),
                     spools=output_spools(config),
                     hide=hidden_dirs(config),
+                    make_engine=engine_factory(agents, agent_settings(config)),
+                    knows_agent=agents.knows,
                 ),
                 events=EventHub(notify),
                 leases=leases,
@@ -85,9 +112,9 @@ class Assembly:
             )
         )
         catalog = ModelCatalog(model_lister(config), model_name(config))
-        extensions = ExtensionHandlers(manager, server, request_shutdown)
+        extensions = ExtensionHandlers(manager, server, request_shutdown, agents)
         handlers = {
-            **AcpHandlers(manager, server, catalog, extensions).table(),
+            **AcpHandlers(manager, server, catalog, extensions, agents).table(),
             **extensions.table(),
         }
         return cls(manager, handlers, leases)

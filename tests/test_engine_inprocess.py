@@ -15,7 +15,7 @@ import pytest
 
 from protocol.values import Approval, Status, StopReason
 from sidecar.agent.backends.groups import CommandLimits
-from sidecar.agent.engine import Engine
+from sidecar.agent.engine import Engine, EngineStart
 from sidecar.agent.host import EngineHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.offline import OfflineProvider
@@ -53,6 +53,15 @@ class ScriptedEngine:
     @property
     def name(self) -> str:
         return "scripted"
+
+    @property
+    def uses_provider(self) -> bool:
+        return False  # it runs no model of the host's: the runtime makes it no provider
+
+    async def start(self, host: EngineHost) -> EngineStart:
+        assert host.cwd  # the session's, before any turn
+        self.log.append("started")
+        return EngineStart()
 
     async def run_turn(self, host: EngineHost, prompt: str) -> TurnOutcome:
         self.log.append(f"turn {prompt}")
@@ -156,9 +165,9 @@ async def test_the_runtime_drives_a_scripted_engine_through_the_seam(
     assert record.status is Status.IDLE and record.turns == 1 and record.title == "hello"
     # One engine per generation, closed with it.
     await core.manager.close(sid)
-    assert core.engine_log == ["made 1", "turn hello", "allowed True", "close"]
+    assert core.engine_log == ["made 1", "started", "turn hello", "allowed True", "close"]
     await core.manager.resume(sid)
-    assert core.engine_log[-1] == "made 2"
+    assert core.engine_log[-2:] == ["made 2", "started"]
 
 
 async def test_cancel_tells_the_engine_and_the_host_records_the_cancelled_turn(
@@ -172,7 +181,7 @@ async def test_cancel_tells_the_engine_and_the_host_records_the_cancelled_turn(
     assert await core.manager.cancel(sid)
     outcome = await turn
     assert outcome.stop_reason is StopReason.CANCELLED
-    assert core.engine_log == ["made 1", "turn wait", "cancel"]
+    assert core.engine_log == ["made 1", "started", "turn wait", "cancel"]
     entries = await core.entries(sid)
     assert isinstance(entries[0], UserEntry) and isinstance(entries[-1], MarkerEntry)
     assert (await core.manager.view(sid)).record.status is Status.IDLE
@@ -184,7 +193,7 @@ async def test_an_engine_asks_the_host_for_consent_and_a_refusal_runs_nothing(
     view = await core.manager.create(NewSession(str(tmp_path), approval=Approval.DENY))
     outcome = await core.manager.prompt(view.session_id, "rm", Origin.ACP)
     assert outcome.response == "not run"
-    assert core.engine_log == ["made 1", "turn rm", "allowed False"]
+    assert core.engine_log == ["made 1", "started", "turn rm", "allowed False"]
     result = (await core.entries(view.session_id))[1]
     assert isinstance(result, ToolResultEntry) and result.ok is False
     assert "approval setting is deny" in result.content

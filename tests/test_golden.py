@@ -217,6 +217,7 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.ARCHIVE, {"sessionId": forked["sessionId"], "archived": True})
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": forked["sessionId"]})
         await rec.call(Method.SESSION_DELETE, {"sessionId": forked["sessionId"]})
+        await rec.call(Method.AGENTS, {})  # presets only, none installed on the test machine
         await rec.call(Method.SHUTDOWN, {})
     finally:
         if reading is not None:

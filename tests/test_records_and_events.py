@@ -145,6 +145,7 @@ def test_summary_wire_shape_is_stable():
         "forkedFrom": None,
         "archived": False,
         "importedFrom": None,
+        "agent": "builtin",
         "heldBy": None,
         "model": "m",
         "usage": {"inputTokens": 3, "outputTokens": 4},
@@ -169,9 +170,12 @@ def test_new_session_meta_defaults_and_strictness():
         "title": "Untitled session",
         "approval": "ask",
         "sandbox": None,
+        "agent": "builtin",
     }
     with pytest.raises(ValueError):
         NewSessionMeta.model_validate({"mode": 1})
+    with pytest.raises(ValueError):
+        NewSessionMeta.model_validate({"agent": ""})
 
 
 def test_build_summary_has_exactly_the_model_shape():

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from protocol.methods import Method
 from protocol.models import (
+    AgentsParams,
     ArchiveParams,
     ChangesParams,
     CompactParams,
@@ -33,6 +34,7 @@ from sidecar.acp.routes import RAW, Params, Route, handlers
 from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import SidecarCommand
 from sidecar.acp.updates import session_update
+from sidecar.agent.external.catalog import AgentCatalog, AgentInfo
 from sidecar.core import export_files
 from sidecar.core.manager import SessionManager
 from sidecar.core.views import CompactionOutcome
@@ -97,13 +99,33 @@ def _whole_characters(data: bytes) -> bytes:
     return data
 
 
+def agent_info(info: AgentInfo) -> dict[str, Any]:
+    """One row of `_session/agents`."""
+    row: dict[str, Any] = {
+        "name": info.name,
+        "command": info.command,
+        "available": info.available,
+        "source": info.source,
+    }
+    if info.install and not info.available:
+        row["install"] = info.install
+    if info.capabilities is not None:
+        row["capabilities"] = dict(info.capabilities)
+    return row
+
+
 class ExtensionHandlers:
     def __init__(
-        self, manager: SessionManager, server: RpcServer, request_shutdown: Callable[[], None]
+        self,
+        manager: SessionManager,
+        server: RpcServer,
+        request_shutdown: Callable[[], None],
+        agents: AgentCatalog | None = None,
     ) -> None:
         self.manager = manager
         self.server = server
         self.request_shutdown = request_shutdown
+        self.agents = agents if agents is not None else AgentCatalog({})
 
     def routes(self) -> list[Route[Any]]:
         return [
@@ -123,6 +145,7 @@ class ExtensionHandlers:
             Route(Method.EXPORT, Params(ExportParams), self.export),
             Route(Method.IMPORT, Params(ImportParams), self.import_session),
             Route(Method.SHUTDOWN, RAW, self.shutdown),
+            Route(Method.AGENTS, Params(AgentsParams), self.list_agents),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -253,6 +276,7 @@ class ExtensionHandlers:
             sandbox=exported.sandbox,
             rules=rules_to_json(parse_rules(exported.rules)),
             turns=exported.turns,
+            agent=exported.agent,
         )
         return summary(await self.manager.import_session(template, rows))
 
@@ -329,6 +353,13 @@ class ExtensionHandlers:
                 "(socket binding is not allowed here)"
             )
         return HttpAccess(url=view.url, token=view.token)
+
+    async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
+        """What can run a session's turns: each agent, whether its program is installed
+        (else the command that installs it), what it advertised when it last started."""
+        del request
+        infos = await asyncio.to_thread(self.agents.infos)  # PATH lookups: the disk
+        return {"agents": [agent_info(info) for info in infos]}
 
     async def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
         self.request_shutdown()

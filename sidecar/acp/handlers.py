@@ -40,6 +40,7 @@ from sidecar.acp.session_config import (
     sidecar_command,
 )
 from sidecar.acp.updates import replay_notifications, session_update
+from sidecar.agent.external.catalog import AgentCatalog
 from sidecar.agent.mcp import InvalidServers, parse_servers
 from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.core.manager import NewSession, SessionManager
@@ -159,11 +160,13 @@ class AcpHandlers:
         server: RpcServer,
         catalog: ModelCatalog,
         extensions: ExtensionHandlers,
+        agents: AgentCatalog | None = None,
     ) -> None:
         self.manager = manager
         self.server = server
         self.catalog = catalog
         self.extensions = extensions
+        self.agents = agents if agents is not None else AgentCatalog({})
 
     async def _opened(self, view: SessionView) -> dict[str, Any]:
         """What every response that opens a session carries; the session's commands are
@@ -249,6 +252,9 @@ class AcpHandlers:
             first = exc.errors()[0]
             field = "_meta." + ".".join(str(p) for p in first["loc"])
             raise ProtocolError.invalid_params(field, first["msg"]) from None
+        if not self.agents.knows(meta.agent):
+            known = ", ".join(self.agents.names())
+            raise InvalidInput("_meta.agent", f"unknown agent {meta.agent!r} (known: {known})")
         spec = NewSession(
             _absolute("cwd", request.cwd),
             meta.mode,
@@ -257,6 +263,7 @@ class AcpHandlers:
             meta.approval,
             meta.sandbox,
             mcp_definitions(params, keep_when_empty=False) or "[]",
+            meta.agent,
         )
         view = await self.manager.create(spec)
         return {"sessionId": view.session_id, **await self._opened(view)}

@@ -34,8 +34,10 @@ from sidecar.domain.transcript import (
 from sidecar.wire.events import (
     AgentText,
     Changes,
+    Commands,
     Compaction,
     ModeSet,
+    PlanShown,
     State,
     Title,
     ToolStart,
@@ -45,6 +47,8 @@ from sidecar.wire.events import (
     UserText,
     ViewOf,
     WireEvent,
+    command_list,
+    plan_entries,
     translate,
 )
 from sidecar.wire.transcript import tool_input, tool_kind, tool_title
@@ -113,6 +117,15 @@ def to_acp(session_id: str, value: WireEvent) -> Notification | None:
         return Method.TURN_CHANGES, {"sessionId": session_id, **value.body}
     if isinstance(value, Compaction | TurnEnd):
         return None
+    if isinstance(value, PlanShown):
+        plan = {"sessionUpdate": "plan", "entries": plan_entries(value)}
+        return Method.SESSION_UPDATE, {"sessionId": session_id, "update": plan}
+    if isinstance(value, Commands):
+        commands = {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": command_list(value),
+        }
+        return Method.SESSION_UPDATE, {"sessionId": session_id, "update": commands}
     if isinstance(value, UserText) and value.origin is Origin.ACP:
         return None  # the ACP client sent it; echoing it back makes clients show it twice
     # The rest are built with ACP's SDK (imported here, not at start: see the module's doc).

@@ -16,9 +16,10 @@ runs.
 Cancel: `cancel()` is told first (an engine that runs elsewhere, an external agent,
 asks it to stop), then the task running `run_turn` is cancelled; an engine ends
 promptly on `CancelledError` and leaves the host to record the turn as cancelled.
-`close()` when the runtime's generation ends. Plan and title events are not part of the
-seam yet (no engine produces them; the host names an untitled session after its first
-prompt).
+`start()` once, while the runtime starts (an external agent's process and session:
+`agent/external`); `close()` when the runtime's generation ends. An engine streams plans
+and the commands it offers too; the host names an untitled session after its first
+prompt.
 
 Today's agent loop (a provider and the builtin tools: `agent/loop.py`) is the `builtin`
 engine: it also uses the host's model services (`TurnHost`: the provider, the context,
@@ -27,6 +28,7 @@ the tool list, MCP calls).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final, Protocol
 
 from sidecar.agent.host import EngineEvent, EngineHost, TurnHost
@@ -43,8 +45,19 @@ __all__ = [
     "EngineEvent",
     "EngineFactory",
     "EngineHost",
+    "EngineStart",
     "builtin_engine",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStart:
+    """What a started engine tells the runtime: the external agent's session id (stored
+    in the record: the next generation loads or resumes it) and, when an earlier
+    conversation could not be carried over, a note saying so (put in the transcript)."""
+
+    agent_session: str | None = None
+    note: str | None = None
 
 
 class Engine(Protocol):
@@ -53,6 +66,16 @@ class Engine(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def uses_provider(self) -> bool:
+        """Whether the runtime makes it a provider client (the builtin loop's model)."""
+        ...
+
+    async def start(self, host: EngineHost) -> EngineStart:
+        """Before the first turn, while the runtime starts (an external agent's process
+        and session). A failure is the runtime's start failure (lastError)."""
+        ...
 
     async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
         """One turn whose user message (`prompt`) the host already recorded; returns how
@@ -81,6 +104,14 @@ class BuiltinEngine:
     @property
     def name(self) -> str:
         return BUILTIN
+
+    @property
+    def uses_provider(self) -> bool:
+        return True
+
+    async def start(self, host: EngineHost) -> EngineStart:
+        del host
+        return EngineStart()
 
     async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
         del prompt  # already in the provider context the host keeps

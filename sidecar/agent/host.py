@@ -9,7 +9,7 @@ world goes through these methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.values import Mode, Sandbox
@@ -21,6 +21,8 @@ from sidecar.agent.providers.base import Provider, Usage
 from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
+    CommandsAvailable,
+    PlanUpdated,
     ToolCallFinished,
     ToolCallRunning,
     ToolCallStarted,
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from sidecar.domain.permissions import PermissionRequest, Verdict
 from sidecar.domain.transcript import Entry
 
-# What an engine streams while a turn runs: text, thought, a tool call's life, usage.
+# What an engine streams: text, thought, a tool call's life, usage, a plan, its commands.
 EngineEvent = (
     AgentTextChunk
     | AgentThoughtChunk
@@ -41,6 +43,8 @@ EngineEvent = (
     | ToolOutputChunk
     | ToolCallFinished
     | UsageUpdated
+    | PlanUpdated
+    | CommandsAvailable
 )
 
 
@@ -86,6 +90,11 @@ class EngineHost(Protocol):
 
     async def before_tool_call(self) -> None:
         """Right before a tool that may change files runs: the turn's checkpoint is taken."""
+
+    def contain(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        """`argv` wrapped in the session's sandbox as a long-lived agent process: its own
+        PID namespace, the cwd and `writable` writable in `workspace`, the network kept.
+        Raises SandboxUnavailable (nothing may run uncontained)."""
 
 
 class TurnHost(EngineHost, Protocol):

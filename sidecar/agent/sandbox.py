@@ -209,6 +209,8 @@ def wrap(
     cwd: str,
     bwrap: str = "bwrap",
     hide: Sequence[str] = (),
+    writable: Sequence[str] = (),
+    network: bool = False,
 ) -> list[str]:
     """The argv that runs `argv` in `cwd` under `mode`; spawn it as the group leader.
 
@@ -217,6 +219,11 @@ def wrap(
     lies inside one. Checks nothing on disk beyond realpath and which of `hide` exist (a
     missing one has nothing to hide, and bwrap could not mount over it): a symlinked cwd
     binds, and starts in, the real directory.
+
+    For a long-lived agent (`agent/external`): `writable` names the paths it must also
+    write in WORKSPACE (its own state and login dirs; those that exist are bound
+    read-write, even inside a hidden dir), and `network` keeps the host's network in
+    READ_ONLY (an agent must reach its model; its files stay read-only).
     """
     if not argv:
         raise ValueError("empty argv")
@@ -241,7 +248,7 @@ def wrap(
             raise ValueError(f"refusing a sandboxed cwd under /proc, /dev or /sys: {real}")
         if mode is SandboxMode.WORKSPACE and real == "/":
             raise ValueError("a workspace of / would make everything writable: use mode off")
-        if mode is SandboxMode.READ_ONLY:
+        if mode is SandboxMode.READ_ONLY and not network:
             args += ["--unshare-net"]
         args += ["--unshare-ipc", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--tmpfs", "/tmp"]
         if mode is SandboxMode.READ_ONLY:
@@ -249,6 +256,11 @@ def wrap(
         args += hidden
         if real != "/":  # after the tmpfs mounts, so a cwd under /tmp, /run or a hidden dir
             args += ["--bind" if mode is SandboxMode.WORKSPACE else "--ro-bind", real, real]
+        if mode is SandboxMode.WORKSPACE:
+            for path in writable:
+                if os.path.lexists(path):
+                    extra = os.path.realpath(path)
+                    args += ["--bind", extra, extra]
         args += [*sealed, "--dev", "/dev", "--proc", "/proc"]
     args += [*_kernel_covers(), "--chdir", real, "--"]
     return [*_IGNORE_IN_BWRAP, bwrap, *args, *_RESTORE_IN_COMMAND, *argv]

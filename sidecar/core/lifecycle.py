@@ -50,6 +50,7 @@ class NewSession:
     approval: Approval = Approval.ASK
     sandbox: Sandbox | None = None  # None: the mode's default
     mcp_servers: str = "[]"  # the client's definitions, as given (validated by the edge)
+    agent: str = "builtin"  # what runs the turns (RuntimeDeps.knows_agent must know it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,8 +198,13 @@ class SessionLifecycle:
         self.refuse_if_shutting_down()
         cwd = existing_dir(spec.cwd)
         check_sandboxable(cwd, spec.mode, spec.sandbox)
+        if not self._deps.runtime.knows_agent(spec.agent):
+            raise InvalidInput("agent", f"unknown agent {spec.agent!r}")
         record = self.new_record(cwd, spec.mode, spec.backend, spec.title).replace(
-            approval=spec.approval, sandbox=spec.sandbox, mcp_servers=spec.mcp_servers
+            approval=spec.approval,
+            sandbox=spec.sandbox,
+            mcp_servers=spec.mcp_servers,
+            agent=spec.agent,
         )
         async with self.locks.hold(record.session_id):
             await self.store.insert(record)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from typing_extensions import Unpack
@@ -27,7 +27,7 @@ from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
-from sidecar.agent.engine import EngineFactory, builtin_engine
+from sidecar.agent.engine import BUILTIN, EngineFactory, builtin_engine
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.sandbox import SandboxMode, SandboxStatus
 from sidecar.checkpoints.store import CheckpointStore
@@ -50,7 +50,7 @@ from sidecar.domain.records import (
 )
 from sidecar.domain.redaction import SECRETS
 from sidecar.domain.rules import Rule, rules_to_json
-from sidecar.domain.transcript import Entry, from_row, to_row
+from sidecar.domain.transcript import Entry, MarkerEntry, MarkerKind, from_row, to_row
 from sidecar.store.base import RecordChanges, SessionStore
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ class RuntimeDeps:
     hide: tuple[str, ...] = ()
     # What runs the turns, one per generation (agent/engine.py); the builtin agent loop.
     make_engine: EngineFactory = builtin_engine
+    # Whether a session may name this agent (`session/new`): builtin only, by default.
+    knows_agent: Callable[[str], bool] = BUILTIN.__eq__
 
 
 class SessionRuntime:
@@ -216,10 +218,15 @@ class SessionRuntime:
     async def start(self, endpoint: SessionEndpoint) -> None:
         """creating -> idle, or -> error with last_error if a resource cannot be had."""
         try:
-            self._provider = self._deps.make_provider(self.record)
+            if self.engine.uses_provider:
+                self._provider = self._deps.make_provider(self.record)
             if self._deps.open_listener is not None:
                 self.listener = await self._deps.open_listener(endpoint, self.token)
+            started = await self.engine.start(self.turns)
         except Exception as exc:
+            if self.closed:
+                await self._release()
+                raise InvalidState(f"session {self.session_id} was closed while starting") from exc
             log.warning("session %s: runtime failed to start: %s", self.session_id, exc)
             await self._release()
             reason = str(exc) or type(exc).__name__
@@ -238,7 +245,11 @@ class SessionRuntime:
         # In the background: a slow server does not hold the session up.
         self.mcp.start(self._announce_mcp)
         self.checkpoints.start_opening(self.record.turns)
-        await self.transition(Status.IDLE)
+        note = None if started.note is None else MarkerEntry(MarkerKind.AGENT, started.note)
+        if started.agent_session != self.record.agent_session:
+            await self.transition(Status.IDLE, append=note, agent_session=started.agent_session)
+        else:
+            await self.transition(Status.IDLE, append=note)
 
     async def close(self) -> None:
         """Cancel the turn, release everything, then write closed. Idempotent."""
@@ -367,6 +378,19 @@ class SessionRuntime:
         spools = self._deps.spools
         spool = spools.open(self.session_id, call_id)
         return CommandOutput(self.limits, on_output, spool, spools.cap)
+
+    def contain(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        """An agent's argv in the session's sandbox (`EngineHost.contain`)."""
+        bwrap = sandbox.require(self._deps.sandbox)
+        return sandbox.wrap(
+            argv,
+            mode=self.sandbox_mode,
+            cwd=self.cwd,
+            bwrap=bwrap,
+            hide=self._deps.hide,
+            writable=writable,
+            network=True,
+        )
 
     async def execute(self, command: str, output: CommandOutput) -> CommandResult:
         """Run one command contained in its own PID namespace (bubblewrap), under the

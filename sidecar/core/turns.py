@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
 from typing_extensions import Unpack
@@ -128,6 +128,8 @@ class TurnOwner(RecordWriter, Protocol):
     def command_output(self, call_id: str, on_output: Callable[[str], None]) -> CommandOutput: ...
 
     async def execute(self, command: str, output: CommandOutput) -> CommandResult: ...
+
+    def contain(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]: ...
 
 
 class TurnRunner:
@@ -507,6 +509,9 @@ class TurnRunner:
 
     async def before_tool_call(self) -> None:
         await self._runtime.checkpoints.ready()
+
+    def contain(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
+        return self._runtime.contain(argv, writable)
 
     # ---- for compaction and rewind (their hosts' `runtime`) --------------------------------
 

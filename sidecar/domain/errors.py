@@ -14,6 +14,7 @@ edges knows about JSON-RPC or HTTP.
     ├── StaleGeneration       a fenced write from a superseded runtime
     ├── StoreError            the store could not read or write
     ├── ProviderError         the model provider failed
+    │   └── AgentFailed       ... an external agent (exited, crashed, refused, hung)
     ├── ResourceExhausted     no file descriptors / sockets left
     ├── RuntimeFailed         a runtime could not start (the record keeps the error)
     ├── CheckpointError       checkpoints are off, git is missing or failed, none was taken
@@ -104,6 +105,11 @@ class StoreError(SidecarError):
 
 class ProviderError(SidecarError):
     pass
+
+
+class AgentFailed(ProviderError):
+    """An external ACP agent failed: the message names the agent and how (its exit status
+    and the tail of its stderr); answered as a provider error (what runs the model)."""
 
 
 class ResourceExhausted(SidecarError):

@@ -142,6 +142,27 @@ class Compacted:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanItem:
+    content: str
+    priority: str  # high | medium | low (ACP's words)
+    status: str  # pending | in_progress | completed
+
+
+@dataclass(frozen=True, slots=True)
+class PlanUpdated:
+    """The agent's plan for the turn, whole (each update replaces the one before)."""
+
+    items: tuple[PlanItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandsAvailable:
+    """The slash commands the session's agent offers now: (name, description) pairs."""
+
+    commands: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     stop_reason: StopReason | None  # None: the turn failed (see error)
     error: str | None = None
@@ -163,6 +184,8 @@ SessionEvent = (
     | McpServersChanged
     | ModeChanged
     | Compacted
+    | PlanUpdated
+    | CommandsAvailable
     | TurnEnded
     | TurnChanges  # a turn that changed files ended: what it changed (without the diff)
 )

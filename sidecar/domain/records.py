@@ -84,6 +84,12 @@ class SessionRecord:
     # by a refused one nor by a lease renewal: of two summaries of a session, the higher
     # version is the newer, whatever order they arrived in. A new record starts at 1.
     version: int = 1
+    # What runs the turns: "builtin" (our agent loop) or an external ACP agent's name
+    # (`agent/external`), chosen at creation and kept across resume, fork and restart.
+    agent: str = "builtin"
+    # The external agent's own id for this session (loaded or resumed by the next
+    # generation, where the agent can); None for builtin or before its first start.
+    agent_session: str | None = None
 
     def replace(self, **changes: Any) -> SessionRecord:
         return dataclasses.replace(self, **changes)
@@ -109,6 +115,7 @@ UPDATABLE_FIELDS: Final[frozenset[str]] = frozenset(
         "rules",
         "mcp_servers",
         "turns",
+        "agent_session",
     }
 )
 # Fields any sidecar may change without holding the session (a rename of a closed

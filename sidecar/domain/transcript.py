@@ -24,6 +24,7 @@ class MarkerKind(StrEnum):
     COMPACTION = "compaction"  # older turns summarized (the summary is the text)
     CANCELLED = "cancelled"  # the user stopped the turn
     REWIND = "rewind"  # the conversation restarted before a turn (the later entries stay)
+    AGENT = "agent"  # about the session's external agent (a new agent session started)
     UNKNOWN = "unknown"  # a row this version cannot read (kept, shown as is)
 
 

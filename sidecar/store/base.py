@@ -65,6 +65,7 @@ class RecordChanges(TypedDict, total=False):
     rules: str
     mcp_servers: str
     turns: int
+    agent_session: str | None
 
 
 OrphanTest = Callable[[SessionRecord], bool]

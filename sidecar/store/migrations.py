@@ -196,6 +196,13 @@ INDEX_PENDING: Final = (
 # session's summaries from now on; no summary of the old file carried one to compare with.
 _V6: Final = "ALTER TABLE sessions ADD COLUMN version INTEGER NOT NULL DEFAULT 1;"
 
+# v7: the session's agent (`builtin`, our loop, for every session stored before) and the
+# external agent's own session id (`agent/external`).
+_V7: Final = """
+ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT 'builtin';
+ALTER TABLE sessions ADD COLUMN agent_session TEXT;
+"""
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     (1, _V1),
     (2, _V2),
@@ -203,6 +210,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     (4, _V4),
     (5, _V5),
     (6, _V6),
+    (7, _V7),
 )
 
 

@@ -190,7 +190,14 @@ CREATE TRIGGER sessions_changed
     FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.session_changed();
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3))
+# v4: the session's agent and the external agent's own session id (the SQLite store's
+# v7 says the same).
+_V4: Final = f"""
+ALTER TABLE {SCHEMA}.sessions ADD COLUMN agent text NOT NULL DEFAULT 'builtin';
+ALTER TABLE {SCHEMA}.sessions ADD COLUMN agent_session text;
+"""
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

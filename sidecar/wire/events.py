@@ -18,12 +18,14 @@ from sidecar.core.views import SessionView
 from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
+    CommandsAvailable,
     Compacted,
     McpServersChanged,
     ModeChanged,
     Origin,
     PermissionAsked,
     PermissionSettled,
+    PlanUpdated,
     SessionEvent,
     StateChanged,
     TitleChanged,
@@ -129,6 +131,20 @@ class Compaction:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanShown:
+    """The agent's plan, whole: (content, priority, status) per entry."""
+
+    entries: tuple[tuple[str, str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Commands:
+    """The slash commands the agent offers: (name, description) pairs."""
+
+    commands: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnd:
     stop_reason: str | None  # None: the turn failed (see error)
     error: str | None
@@ -145,6 +161,8 @@ WireEvent = (
     | ModeSet
     | Changes
     | Compaction
+    | PlanShown
+    | Commands
     | TurnEnd
 )
 
@@ -193,10 +211,26 @@ def translate(body: SessionEvent, view_of: ViewOf) -> WireEvent:
         return ModeSet(body.mode.value)
     if isinstance(body, Compacted):
         return Compaction(body.summary_index, body.context_from, body.context_chars)
+    if isinstance(body, PlanUpdated):
+        return PlanShown(tuple((i.content, i.priority, i.status) for i in body.items))
+    if isinstance(body, CommandsAvailable):
+        return Commands(body.commands)
     assert isinstance(body, TurnEnded)
     if body.stop_reason is None:
         return TurnEnd(None, body.error)
     return TurnEnd(body.stop_reason.value, None)
+
+
+def plan_entries(value: PlanShown) -> list[dict[str, str]]:
+    """A plan's entries in ACP's (and the SSE stream's) shape."""
+    return [
+        {"content": content, "priority": priority, "status": status}
+        for content, priority, status in value.entries
+    ]
+
+
+def command_list(value: Commands) -> list[dict[str, str]]:
+    return [{"name": name, "description": description} for name, description in value.commands]
 
 
 def _diff(diff: FileDiff) -> dict[str, Any]:
@@ -260,6 +294,10 @@ def to_sse(value: WireEvent) -> tuple[str, dict[str, Any]]:
             "contextFrom": value.context_from,
             "contextChars": value.context_chars,
         }
+    if isinstance(value, PlanShown):
+        return "plan", {"entries": plan_entries(value)}
+    if isinstance(value, Commands):
+        return "available_commands_update", {"availableCommands": command_list(value)}
     if value.stop_reason is None:
         return "turn_end", {"stopReason": "error", "error": value.error}
     return "turn_end", {"stopReason": value.stop_reason}

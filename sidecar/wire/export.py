@@ -51,6 +51,7 @@ def jsonl_header(record: SessionRecord) -> str:
         summary_index=record.summary_index,
         forked_from=record.forked_from,
         imported_from=record.imported_from,
+        agent=record.agent,
         archived=record.archived,
         approval=record.approval,
         sandbox=record.sandbox,

@@ -44,6 +44,7 @@ def summary(view: SessionView) -> dict[str, Any]:
         "forkedFrom": record.forked_from,
         "archived": record.archived,
         "importedFrom": record.imported_from,
+        "agent": record.agent,
         "heldBy": view.held_by,
         "model": record.model,
         "usage": {"inputTokens": record.usage_input, "outputTokens": record.usage_output},

@@ -253,6 +253,17 @@ def _decode(target: Path, data: bytes) -> str:
 # ---- read and list ------------------------------------------------------------------------
 
 
+def read_text(cwd: str, path: str, hidden: Sequence[str] = ()) -> str | None:
+    """A text file in the cwd whole (an external agent's `fs/read_text_file`); None when
+    there is none. Refused outside the cwd and where `reachable` refuses."""
+    target = resolve(cwd, path)
+    reachable(target, hidden)
+    if not inside(cwd, target):
+        raise ToolError(f"refused: {target} is outside the session directory {cwd}")
+    data = _read_existing(target)
+    return None if data is None else _decode(target, data)
+
+
 def read_file(cwd: str, args: dict[str, Any], hidden: Sequence[str] = ()) -> tuple[str, Path]:
     target = resolve(cwd, _text(args, "path"))
     reachable(target, hidden)

@@ -1,0 +1,307 @@
+"""An external ACP agent as a session's engine: its process, its session, its turns.
+
+One `ExternalEngine` per runtime generation, disposable like every runtime part: `start`
+spawns the agent inside the session's sandbox (`agent/sandbox.py`: its own PID
+namespace, the cwd and the agent's own state dirs writable in `workspace`, nothing in
+`read-only`; the network kept so it reaches its model), is its ACP client (`initialize`
+offering fs and terminals, then the agent's session: loaded or resumed when the record
+holds one and the agent can, else new), and `close` stops the process in stages. A turn
+is one `session/prompt`; what the agent streams is relayed (`relay.py`), what it asks is
+served through the host (`client.py`). A cancel is ACP's `session/cancel`; an agent
+that has not ended the turn within the grace is stopped. An agent that exits, crashes or
+breaks the protocol fails the turn with `AgentFailed`, naming the agent and the tail of
+its stderr; the next prompt or resume starts a new process (a new generation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, schema
+from acp.client.connection import ClientSideConnection
+
+from protocol.values import StopReason
+from sidecar.agent.engine import EngineStart
+from sidecar.agent.external.client import HostClient
+from sidecar.agent.external.definitions import AgentDefinition
+from sidecar.agent.external.process import AgentProcess
+from sidecar.agent.external.relay import Relay
+from sidecar.agent.external.transport import AgentTransport
+from sidecar.agent.host import EngineHost, TurnHost
+from sidecar.agent.outcome import TurnOutcome
+from sidecar.agent.sandbox import SandboxUnavailable
+from sidecar.domain.errors import AgentFailed
+from sidecar.domain.records import SessionRecord
+
+log = logging.getLogger(__name__)
+
+CLIENT_NAME: Final = "acp-session-host"
+_STOPS: Final[dict[str, StopReason]] = {reason.value: reason for reason in StopReason}
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How to start this agent: argv, environment (already expanded: secrets live only
+    here and in the process), the paths it must write, and the start-up bound."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    writable: tuple[str, ...]
+    start_timeout: float
+    interrupt_grace: float
+
+
+def _capabilities(init: schema.InitializeResponse) -> dict[str, Any]:
+    caps = init.agent_capabilities
+    return {} if caps is None else caps.model_dump(by_alias=True, exclude_none=True)
+
+
+class ExternalEngine:
+    """A session's turns run by an external ACP agent."""
+
+    def __init__(
+        self,
+        definition: AgentDefinition,
+        record: SessionRecord,
+        launch: Launch,
+        remember: Callable[[str, Mapping[str, Any]], None] | None = None,
+    ) -> None:
+        self._definition = definition
+        self._record = record
+        self._launch = launch
+        self._remember = remember
+        self._process: AgentProcess | None = None
+        self._conn: ClientSideConnection | None = None
+        self._client: HostClient | None = None
+        self._relay: Relay | None = None
+        self._agent_session: str | None = None
+        self._caps: schema.AgentCapabilities | None = None
+        self._cancel_sent: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self._definition.name
+
+    @property
+    def uses_provider(self) -> bool:
+        return False
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def can_restore(self) -> bool:
+        """Whether the agent can carry a conversation over (load, resume or fork)."""
+        caps = self._caps
+        if caps is None:
+            return False
+        session = caps.session_capabilities
+        return bool(caps.load_session) or bool(session and (session.resume or session.fork))
+
+    # ---- start -----------------------------------------------------------------------
+
+    async def start(self, host: EngineHost) -> EngineStart:
+        """Spawn, initialize, open the agent's session; bounded by the start timeout.
+        Raises AgentFailed (the runtime stores its message as lastError)."""
+        launch = self._launch
+        try:
+            return await asyncio.wait_for(self._start(host), launch.start_timeout)
+        except TimeoutError:
+            await self.close()
+            raise AgentFailed(
+                f"agent {self.name!r} did not start within {launch.start_timeout:g} s "
+                "(initialize and session/new): "
+                + (self._process.stderr_tail(4) if self._process else "no output")
+            ) from None
+        except AgentFailed:
+            await self.close()
+            raise
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self, host: EngineHost) -> EngineStart:
+        launch = self._launch
+        try:
+            argv = host.contain(launch.argv, launch.writable)
+        except SandboxUnavailable as exc:
+            raise AgentFailed(f"agent {self.name!r} cannot be contained: {exc}") from None
+        try:
+            process = await AgentProcess.spawn(self.name, argv, launch.env, host.cwd)
+        except OSError as exc:
+            raise AgentFailed(f"agent {self.name!r} could not start: {exc}") from None
+        self._process = process
+        relay = Relay(host)
+        client = HostClient(host, relay, self.name)
+        self._relay, self._client = relay, client
+        transport = AgentTransport(self.name, process.stdout, process.stdin)
+        # Unstable: resume and close are there in the SDK only with it (0.12).
+        self._conn = connect_to_agent(client, transport, use_unstable_protocol=True)
+        init = await self._call(
+            self._conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=schema.ClientCapabilities(
+                    fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                    terminal=True,
+                ),
+                client_info=schema.Implementation(name=CLIENT_NAME, version="1"),
+            ),
+            "initialize",
+        )
+        self._caps = init.agent_capabilities or schema.AgentCapabilities()
+        if self._remember is not None:
+            self._remember(self.name, _capabilities(init))
+        started = await self._open_session(host, relay)
+        client.session_id = started.agent_session
+        self._agent_session = started.agent_session
+        self._watchdog = asyncio.create_task(self._watch(process), name=f"watch {self.name}")
+        return started
+
+    async def _open_session(self, host: EngineHost, relay: Relay) -> EngineStart:
+        """The stored agent session loaded or resumed where the agent can; else new."""
+        assert self._conn is not None and self._caps is not None
+        conn, caps = self._conn, self._caps
+        stored = self._record.agent_session
+        session_caps = caps.session_capabilities
+        if stored is not None:
+            if session_caps is not None and session_caps.resume is not None:
+                await self._call(conn.resume_session(cwd=host.cwd, session_id=stored), "resume")
+                return EngineStart(stored)
+            if caps.load_session:
+                relay.replaying = True  # its history is in our transcript already
+                try:
+                    if self._client is not None:
+                        self._client.session_id = stored
+                    await self._call(conn.load_session(cwd=host.cwd, session_id=stored), "load")
+                finally:
+                    relay.replaying = False
+                return EngineStart(stored)
+        opened = await self._call(conn.new_session(cwd=host.cwd, mcp_servers=[]), "session/new")
+        note = None
+        if stored is not None:
+            note = (
+                f"The agent {self.name!r} cannot load or resume its sessions: a new agent "
+                "session started, and the agent does not know the conversation above."
+            )
+        return EngineStart(opened.session_id, note)
+
+    async def _call(self, request: Any, what: str) -> Any:
+        """One request to the agent; its death or an error answer is AgentFailed."""
+        process = self._process
+        assert process is not None
+        waiting = asyncio.ensure_future(request)
+        exited = asyncio.ensure_future(process.wait())
+        try:
+            await asyncio.wait([waiting, exited], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+        if not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await waiting
+            await asyncio.sleep(0.05)  # its last stderr lines
+            raise AgentFailed(f"{what}: {process.describe_exit()}")
+        try:
+            return waiting.result()
+        except RequestError as exc:
+            raise AgentFailed(f"agent {self.name!r} refused {what}: {exc}") from None
+        except ConnectionError:
+            await asyncio.sleep(0.05)
+            raise AgentFailed(f"{what}: {process.describe_exit()}") from None
+
+    async def _watch(self, process: AgentProcess) -> None:
+        """An agent that exits between turns: logged (the next turn fails, named)."""
+        code = await process.wait()
+        if not self._closed:
+            log.warning("agent %s exited between turns (status %s)", self.name, code)
+
+    # ---- turns -----------------------------------------------------------------------
+
+    async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+        conn, relay, client, process = self._conn, self._relay, self._client, self._process
+        session = self._agent_session
+        if conn is None or relay is None or client is None or process is None or not session:
+            raise AgentFailed(f"agent {self.name!r} is not running")
+        if process.returncode is not None:
+            raise AgentFailed(f"agent {self.name!r} is not running: {process.describe_exit()}")
+        self._cancel_sent = None
+        block = schema.TextContentBlock(type="text", text=prompt)
+        asked = asyncio.ensure_future(conn.prompt(session_id=session, prompt=[block]))
+        try:
+            response = await self._call(asked, "session/prompt")
+        except asyncio.CancelledError:
+            await asyncio.shield(self._after_cancel(asked, relay, client))
+            raise
+        except BaseException:
+            await asyncio.shield(self._end(relay, client))
+            raise
+        await client.settled()
+        text = await self._end(relay, client)
+        stop = _STOPS.get(str(response.stop_reason), StopReason.END_TURN)
+        if stop is StopReason.CANCELLED:
+            raise asyncio.CancelledError()  # the host records a cancelled turn
+        return TurnOutcome(text, stop)
+
+    async def _after_cancel(
+        self, asked: asyncio.Future[Any], relay: Relay, client: HostClient
+    ) -> None:
+        """The turn was cancelled: the agent has the grace to end it (ACP: it answers the
+        prompt `cancelled`); one that does not is stopped, and the next turn fails
+        naming it (the session then starts a new process, as after a crash)."""
+        done, _ = await asyncio.wait([asked], timeout=self._launch.interrupt_grace)
+        if not done:
+            asked.cancel()
+            log.warning(
+                "agent %s did not end the turn within %g s of session/cancel: stopping it",
+                self.name,
+                self._launch.interrupt_grace,
+            )
+            if self._process is not None:
+                await self._process.stop()
+        elif not asked.cancelled() and asked.exception() is None:
+            await client.settled()
+        await self._end(relay, client, cancelled=True)
+
+    async def _end(self, relay: Relay, client: HostClient, *, cancelled: bool = False) -> str:
+        client.end_turn()
+        return await relay.end_turn(cancelled=cancelled)
+
+    def cancel(self) -> None:
+        """ACP's `session/cancel`; the task running the turn is cancelled right after, and
+        an agent that has not stopped within the grace is stopped (closing the runtime's
+        generation: the next prompt starts a new one)."""
+        conn, session = self._conn, self._agent_session
+        if conn is None or session is None or self._cancel_sent is not None:
+            return
+        self._cancel_sent = asyncio.create_task(self._send_cancel(conn, session))
+
+    async def _send_cancel(self, conn: ClientSideConnection, session: str) -> None:
+        try:
+            await asyncio.wait_for(conn.cancel(session_id=session), self._launch.interrupt_grace)
+        except (TimeoutError, ConnectionError, RequestError) as exc:
+            log.warning("agent %s: session/cancel failed: %s", self.name, exc)
+
+    # ---- end -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop the agent: stdin EOF, SIGTERM, SIGKILL to its group (its PID namespace
+        with it). Idempotent."""
+        self._closed = True
+        client, conn, process = self._client, self._conn, self._process
+        if client is not None:
+            await client.close()
+        if process is not None:
+            await process.stop()
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close()
+        for task in (self._watchdog, self._cancel_sent):
+            if task is not None and not task.done():
+                task.cancel()
