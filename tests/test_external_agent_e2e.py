@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from desktop.client import RpcError
 from external_agents import AgentSetup
 from harness import Sidecar, allow_once
+
+from desktop.client import RpcError
 
 pytestmark = pytest.mark.timeout(240)
 
