@@ -395,3 +395,93 @@ async def test_resume_of_an_agent_that_cannot_load_says_the_context_is_new(
         assert setup.methods("forgetful").count("session/new") == 2
     finally:
         await sidecar.close()
+
+
+async def test_the_agents_own_settings_are_the_sessions_options_and_are_forwarded(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("scripted")
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        opened = await sidecar.call(
+            "session/new",
+            {"cwd": str(workspace), "mcpServers": [], "_meta": {"agent": "scripted"}},
+        )
+        sid = opened["sessionId"]
+        options = {o["id"]: o for o in opened["configOptions"]}
+        assert "model" not in options  # the provider model is not this session's
+        assert options["agent.model"]["currentValue"] == "fast"
+        assert {c["value"] for c in options["agent.model"]["options"]} == {"fast", "smart"}
+        assert options["agent.mode"]["currentValue"] == "default"
+        assert {"mode", "approval", "sandbox"} <= set(options)  # ours stay
+        changed = await sidecar.call(
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "agent.model", "value": "smart"},
+        )
+        now = {o["id"]: o for o in changed["configOptions"]}
+        assert now["agent.model"]["currentValue"] == "smart"
+        sent = [
+            e for e in setup.received("scripted") if e.get("method") == "session/set_config_option"
+        ]
+        assert sent and sent[-1]["params"]["value"] == "smart"
+        await sidecar.call(
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "agent.mode", "value": "plan"},
+        )
+        assert "session/set_mode" in setup.methods("scripted")
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call(
+                "session/set_config_option",
+                {"sessionId": sid, "configId": "agent.model", "value": "huge"},
+            )
+        assert caught.value.code == -32602 and "fast, smart" in str(caught.value)
+        # The agent's own update of its settings (it sends one after each change) reaches
+        # the client as ours would: more updates than our two answers sent.
+        updates = sidecar.updates(sid, "config_option_update")
+        assert len(updates) >= 3, updates
+        assert "Traceback" not in "\n".join(sidecar.client.stderr_tail)
+    finally:
+        await sidecar.close()
+
+
+async def test_usage_commands_and_a_conversation_rewind_for_an_external_agent(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("scripted")
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        sid = (await sidecar.new_session(workspace, agent="scripted"))["sessionId"]
+        await sidecar.prompt(sid, "usage 120 30\ncommands\nsay ok")
+        status = await sidecar.status(sid)
+        assert status["usage"] == {"inputTokens": 120, "outputTokens": 30}
+        commands = sidecar.updates(sid, "available_commands_update")
+        assert [c["name"] for c in commands[-1]["availableCommands"]] == ["hello", "bye"]
+        assert sidecar.updates(sid, "usage_update")[-1]["used"] == 150
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call(
+                "_session/rewind", {"sessionId": sid, "turn": 1, "scope": "conversation"}
+            )
+        assert caught.value.code == -32602 and "only scope 'code'" in str(caught.value)
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("_session/compact", {"sessionId": sid, "keepTurns": 0})
+        assert caught.value.code == -32602 and "keeps its own context" in str(caught.value)
+    finally:
+        await sidecar.close()
+
+
+async def test_a_fork_keeps_the_agent_and_forks_its_session(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("scripted", caps="load,resume,fork,close")
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        sid = (await sidecar.new_session(workspace, agent="scripted"))["sessionId"]
+        await sidecar.prompt(sid, "say first")
+        forked = await sidecar.call("session/fork", {"sessionId": sid, "cwd": str(workspace)})
+        assert forked["_meta"]["agent"] == "scripted"
+        forks = [e for e in setup.received("scripted") if e.get("method") == "session/fork"]
+        assert len(forks) == 1
+        result = await sidecar.prompt(forked["sessionId"], "say in the fork")
+        assert result["stopReason"] == "end_turn"
+    finally:
+        await sidecar.close()

@@ -45,6 +45,7 @@ from sidecar.agent.mcp import InvalidServers, parse_servers
 from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.core.manager import NewSession, SessionManager
 from sidecar.core.views import SessionView
+from sidecar.domain.agent_options import PREFIX as AGENT_PREFIX
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import Origin
 from sidecar.store.base import ListCursor
@@ -178,6 +179,8 @@ class AcpHandlers:
 
     def _announce_commands(self, session_id: str) -> None:
         runtime = self.manager.runtime(session_id)
+        if runtime is not None and not runtime.engine.uses_provider:
+            return  # an external agent announces its own commands (relayed as they come)
         provider = runtime.provider.commands if runtime is not None else ()
         # Built directly (no ACP model), like a text chunk: every session's first update,
         # sent while ACP's schema may still be loading (tests/test_acp_interop.py has the
@@ -413,8 +416,11 @@ class AcpHandlers:
             await self.manager.settings.set_setting(session_id, approval=_choice(Approval, value))
         elif request.config_id == SANDBOX:
             await self.manager.settings.set_setting(session_id, sandbox=_choice(Sandbox, value))
+        elif request.config_id.startswith(AGENT_PREFIX):
+            option = request.config_id[len(AGENT_PREFIX) :]
+            await self.manager.settings.set_agent_option(session_id, option, value)
         else:
-            known = ", ".join((MODE, MODEL, APPROVAL, SANDBOX))
+            known = ", ".join((MODE, MODEL, APPROVAL, SANDBOX, AGENT_PREFIX + "*"))
             raise InvalidInput(
                 "configId", f"unknown config option {request.config_id!r}; known: {known}"
             )

@@ -15,6 +15,7 @@ from typing import Any, Final
 from protocol.values import MODE_DESCRIPTIONS, Approval, Mode, Sandbox
 from sidecar.agent.providers.base import ProviderCommand
 from sidecar.core.views import SessionView
+from sidecar.domain.agent_options import BUILTIN, PREFIX
 
 MODE: Final = "mode"
 MODEL: Final = "model"
@@ -33,7 +34,31 @@ SANDBOXES: Final = {
 }
 
 
+def agent_config_options(view: SessionView) -> list[dict[str, Any]]:
+    """An external agent's own settings, each as `agent.<its id>`."""
+    return [
+        {
+            "type": "select",
+            "id": PREFIX + option.option_id,
+            "name": option.name,
+            "description": option.description or f"{view.record.agent}'s own setting",
+            "currentValue": option.current,
+            "options": [{"value": value, "name": name} for value, name in option.choices],
+        }
+        for option in view.agent_options
+    ]
+
+
 def config_options(view: SessionView, models: Sequence[str]) -> list[dict[str, Any]]:
+    """Ours (mode, model, approval, sandbox), then an external agent's own; a session run
+    by an external agent has no model of ours (the agent's own model option is its)."""
+    ours = _our_options(view, models)
+    if view.record.agent != BUILTIN:
+        return [o for o in ours if o["id"] != MODEL] + agent_config_options(view)
+    return ours
+
+
+def _our_options(view: SessionView, models: Sequence[str]) -> list[dict[str, Any]]:
     record = view.record
     model = record.model or (models[0] if models else "")
     offered = list(models) if model in models else [model, *models]

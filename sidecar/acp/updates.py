@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from protocol.methods import Method
 from sidecar.acp import preload
+from sidecar.acp.session_config import config_options
 from sidecar.core.events import Event
 from sidecar.domain.events import (
     McpServersChanged,
@@ -38,6 +39,7 @@ from sidecar.wire.events import (
     Compaction,
     ModeSet,
     PlanShown,
+    Settings,
     State,
     Title,
     ToolStart,
@@ -120,6 +122,12 @@ def to_acp(session_id: str, value: WireEvent) -> Notification | None:
     if isinstance(value, PlanShown):
         plan = {"sessionUpdate": "plan", "entries": plan_entries(value)}
         return Method.SESSION_UPDATE, {"sessionId": session_id, "update": plan}
+    if isinstance(value, Settings):
+        options = {
+            "sessionUpdate": "config_option_update",
+            "configOptions": config_options(value.view, ()),
+        }
+        return Method.SESSION_UPDATE, {"sessionId": session_id, "update": options}
     if isinstance(value, Commands):
         commands = {
             "sessionUpdate": "available_commands_update",

@@ -29,14 +29,14 @@ the tool list, MCP calls).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Protocol
 
 from sidecar.agent.host import EngineEvent, EngineHost, TurnHost
 from sidecar.agent.loop import run_turn
 from sidecar.agent.outcome import TurnOutcome
+from sidecar.domain.agent_options import BUILTIN, AgentOption
+from sidecar.domain.errors import InvalidInput
 from sidecar.domain.records import SessionRecord
-
-BUILTIN: Final = "builtin"
 
 __all__ = [
     "BUILTIN",
@@ -77,6 +77,14 @@ class Engine(Protocol):
         and session). A failure is the runtime's start failure (lastError)."""
         ...
 
+    def options(self) -> tuple[AgentOption, ...]:
+        """The engine's own settings (an external agent's model and modes); () for ours."""
+        ...
+
+    async def set_option(self, option_id: str, value: str) -> None:
+        """Change one of `options()` (the agent is told); InvalidInput for a bad one."""
+        ...
+
     async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
         """One turn whose user message (`prompt`) the host already recorded; returns how
         it ended. Its last transcript row goes through `host.record_last`."""
@@ -112,6 +120,12 @@ class BuiltinEngine:
     async def start(self, host: EngineHost) -> EngineStart:
         del host
         return EngineStart()
+
+    def options(self) -> tuple[AgentOption, ...]:
+        return ()  # the session's own settings are all there is
+
+    async def set_option(self, option_id: str, value: str) -> None:
+        raise InvalidInput("configId", f"the builtin agent has no option {option_id!r}")
 
     async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
         del prompt  # already in the provider context the host keeps

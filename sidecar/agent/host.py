@@ -19,6 +19,7 @@ from sidecar.agent.context import ChatMessage
 from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.providers.base import Provider, Usage
 from sidecar.domain.events import (
+    AgentOptionsChanged,
     AgentTextChunk,
     AgentThoughtChunk,
     CommandsAvailable,
@@ -45,6 +46,7 @@ EngineEvent = (
     | UsageUpdated
     | PlanUpdated
     | CommandsAvailable
+    | AgentOptionsChanged
 )
 
 
@@ -90,6 +92,10 @@ class EngineHost(Protocol):
 
     async def before_tool_call(self) -> None:
         """Right before a tool that may change files runs: the turn's checkpoint is taken."""
+
+    def count_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        """Tokens an engine's model used this turn (an external agent's report): added to
+        the turn's and the session's totals (stored with the end of the turn)."""
 
     def contain(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
         """`argv` wrapped in the session's sandbox as a long-lived agent process: its own

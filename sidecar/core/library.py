@@ -83,6 +83,10 @@ class SessionLibrary:
             sandbox=source.sandbox,
             rules=source.rules,
             mcp_servers=source.mcp_servers if mcp_servers is None else mcp_servers,
+            agent=source.agent,
+            # A whole fork may fork the agent's own session too (its engine decides, at
+            # the first start); one cut at a turn starts the agent afresh.
+            agent_session=source.agent_session if before_turn is None else None,
         )
         async with self._lifecycle.locks.hold(record.session_id):
             if cwd == source.cwd:

@@ -76,6 +76,7 @@ class SessionQueries:
                 problem,
                 mcp,
                 runtime.checkpoints.problem,
+                runtime.engine.options(),
             )
         holder = self._leases.holder(record, now())
         mcp = server_views(None, record.mcp_servers)

@@ -40,7 +40,13 @@ from sidecar.core.output_spools import OutputSpools
 from sidecar.core.ports import Listener, ListenerFactory, ProviderFactory
 from sidecar.core.turns import TurnRunner
 from sidecar.core.views import TerminalSize
-from sidecar.domain.errors import InvalidState, RuntimeFailed, StaleGeneration, StoreError
+from sidecar.domain.errors import (
+    InvalidInput,
+    InvalidState,
+    RuntimeFailed,
+    StaleGeneration,
+    StoreError,
+)
 from sidecar.domain.events import McpServersChanged, ModeChanged, StateChanged
 from sidecar.domain.records import (
     METADATA_FIELDS,
@@ -329,6 +335,12 @@ class SessionRuntime:
     async def set_model(self, model: str) -> None:
         """The session's model: stored (a resumed session keeps it), used from the next
         model call on."""
+        if not self.engine.uses_provider:
+            raise InvalidInput(
+                "configId",
+                f"the session's agent {self.engine.name!r} chooses its own model "
+                "(its options are agent.*)",
+            )
         if self.status is not Status.IDLE or self.turns.busy:
             raise InvalidState(
                 f"session {self.session_id} is {self.status.value}: the model changes only while idle"

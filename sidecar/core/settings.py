@@ -16,7 +16,7 @@ from sidecar.core.events import EventHub
 from sidecar.core.registry import KeyedLock
 from sidecar.core.runtime import SessionRuntime
 from sidecar.core.views import McpServerView, SessionView
-from sidecar.domain.errors import InvalidInput
+from sidecar.domain.errors import InvalidInput, SessionBusy
 from sidecar.domain.events import McpServersChanged, TitleChanged
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.rules import Rule, rules_from_json, rules_to_json
@@ -58,6 +58,14 @@ class SessionSettings:
     async def set_model(self, session_id: str, model: str) -> None:
         runtime = await self._manager.live(session_id, "set the model of")
         await runtime.set_model(model)
+
+    async def set_agent_option(self, session_id: str, option_id: str, value: str) -> None:
+        """One of the external agent's own settings, told to the agent (idle only: an
+        agent's model or mode does not change under a running turn)."""
+        runtime = await self._manager.live(session_id, "change the agent settings of")
+        if runtime.turns.busy:
+            raise SessionBusy(session_id)
+        await runtime.engine.set_option(option_id, value)
 
     async def set_setting(
         self, session_id: str, *, approval: Approval | None = None, sandbox: Sandbox | None = None

@@ -49,8 +49,10 @@ from sidecar.domain.errors import (
     StoreError,
 )
 from sidecar.domain.events import (
+    AgentOptionsChanged,
     Origin,
     SessionEvent,
+    SettingsChanged,
     TitleChanged,
     TurnEnded,
     UsageUpdated,
@@ -201,6 +203,12 @@ class TurnRunner:
 
     async def compact(self, keep_turns: int) -> CompactionOutcome:
         """`_session/compact`: summarize all but the last `keep_turns` turns, under the lock."""
+        if not self._engine.uses_provider:
+            raise InvalidInput(
+                "keepTurns",
+                f"the session's agent {self._engine.name!r} keeps its own context: "
+                "nothing here to compact",
+            )
 
         async def claim() -> None:
             started = await self._runtime.transition(Status.RUNNING)
@@ -216,6 +224,13 @@ class TurnRunner:
         self, turn: int | None, scope: RewindScope, *, force: bool, dry_run: bool
     ) -> RewindOutcome:
         """`_session/rewind`, under the turn lock (a prompt meanwhile is busy)."""
+        if scope is not RewindScope.CODE and not self._engine.uses_provider:
+            # An external agent keeps its own conversation, which ACP cannot cut back.
+            raise InvalidInput(
+                "scope",
+                f"the session's agent {self._engine.name!r} keeps its own conversation, "
+                "which cannot be rewound: only scope 'code' can be",
+            )
 
         async def claim() -> None:
             started = await self._runtime.transition(Status.RUNNING)
@@ -469,6 +484,9 @@ class TurnRunner:
             await compaction.compact(self, context, keep_turns=1)
 
     def publish(self, event: SessionEvent) -> None:
+        if isinstance(event, AgentOptionsChanged):
+            # Clients list the agent's options with the session's own: one settings event.
+            event = SettingsChanged(self._runtime.record)
         self._runtime.events.publish(event)
 
     def tool_specs(self) -> list[dict[str, Any]]:
@@ -482,6 +500,9 @@ class TurnRunner:
 
     async def call_mcp(self, name: str, arguments: dict[str, Any]) -> McpCallResult:
         return await self._runtime.mcp.call(name, arguments)
+
+    def count_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        self._usage = self._usage + Usage(max(input_tokens, 0), max(output_tokens, 0))
 
     def add_usage(self, usage: Usage | None, context_window: int | None) -> None:
         if usage is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from protocol.values import RewindScope
+from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.files import CodeRewind
 from sidecar.domain.records import SessionRecord
 
@@ -42,6 +43,8 @@ class SessionView:
     sandbox_problem: str | None = None  # why commands cannot be contained, if they cannot
     mcp: tuple[McpServerView, ...] = ()
     checkpoint_problem: str | None = None  # why turns are not checkpointed, if they are not
+    # An external agent's own settings (its model, modes), as it last said them.
+    agent_options: tuple[AgentOption, ...] = ()
 
     @property
     def session_id(self) -> str:

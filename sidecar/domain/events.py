@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from protocol.values import Mode, StopReason
+from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.files import FileDiff, Location, TurnChanges
 from sidecar.domain.records import SessionRecord
 
@@ -163,6 +164,21 @@ class CommandsAvailable:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentOptionsChanged:
+    """The session's external agent changed its own settings (model, mode): all of them."""
+
+    options: tuple[AgentOption, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsChanged:
+    """The session's config options changed (its agent's own, told by the agent): the
+    record as the runtime holds it, for the view that lists them."""
+
+    record: SessionRecord
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     stop_reason: StopReason | None  # None: the turn failed (see error)
     error: str | None = None
@@ -186,6 +202,8 @@ SessionEvent = (
     | Compacted
     | PlanUpdated
     | CommandsAvailable
+    | AgentOptionsChanged
+    | SettingsChanged
     | TurnEnded
     | TurnChanges  # a turn that changed files ended: what it changed (without the diff)
 )

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from sidecar.core.views import SessionView
 from sidecar.domain.events import (
+    AgentOptionsChanged,
     AgentTextChunk,
     AgentThoughtChunk,
     CommandsAvailable,
@@ -27,6 +28,7 @@ from sidecar.domain.events import (
     PermissionSettled,
     PlanUpdated,
     SessionEvent,
+    SettingsChanged,
     StateChanged,
     TitleChanged,
     ToolCallFinished,
@@ -145,6 +147,13 @@ class Commands:
 
 
 @dataclass(frozen=True, slots=True)
+class Settings:
+    """The session's config options changed (its external agent's own settings)."""
+
+    view: SessionView
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnd:
     stop_reason: str | None  # None: the turn failed (see error)
     error: str | None
@@ -163,6 +172,7 @@ WireEvent = (
     | Compaction
     | PlanShown
     | Commands
+    | Settings
     | TurnEnd
 )
 
@@ -215,6 +225,10 @@ def translate(body: SessionEvent, view_of: ViewOf) -> WireEvent:
         return PlanShown(tuple((i.content, i.priority, i.status) for i in body.items))
     if isinstance(body, CommandsAvailable):
         return Commands(body.commands)
+    if isinstance(body, SettingsChanged):
+        return Settings(view_of(body.record))
+    if isinstance(body, AgentOptionsChanged):  # the host sends SettingsChanged instead
+        raise TypeError("AgentOptionsChanged is an engine's event, not the edges'")
     assert isinstance(body, TurnEnded)
     if body.stop_reason is None:
         return TurnEnd(None, body.error)
@@ -226,6 +240,19 @@ def plan_entries(value: PlanShown) -> list[dict[str, str]]:
     return [
         {"content": content, "priority": priority, "status": status}
         for content, priority, status in value.entries
+    ]
+
+
+def agent_option_list(view: SessionView) -> list[dict[str, Any]]:
+    """The external agent's own settings, as the SSE stream names them."""
+    return [
+        {
+            "id": option.option_id,
+            "name": option.name,
+            "currentValue": option.current,
+            "options": [{"value": value, "name": name} for value, name in option.choices],
+        }
+        for option in view.agent_options
     ]
 
 
@@ -298,6 +325,8 @@ def to_sse(value: WireEvent) -> tuple[str, dict[str, Any]]:
         return "plan", {"entries": plan_entries(value)}
     if isinstance(value, Commands):
         return "available_commands_update", {"availableCommands": command_list(value)}
+    if isinstance(value, Settings):
+        return "agent_options", {"options": agent_option_list(value.view)}
     if value.stop_reason is None:
         return "turn_end", {"stopReason": "error", "error": value.error}
     return "turn_end", {"stopReason": value.stop_reason}

@@ -15,7 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-BUILTIN = "builtin"  # reserved name: our own agent loop (it has no AgentDefinition)
+from sidecar.domain.agent_options import BUILTIN as _BUILTIN
+
+# Reserved name: our own agent loop (it has no AgentDefinition).
+BUILTIN = _BUILTIN
 SOURCES = ("preset", "config", "command line")
 NAME_RULE = "1 to 40 of a-z, 0-9, '_' and '-', starting with a letter or digit"
 

@@ -35,7 +35,9 @@ from sidecar.agent.external.transport import AgentTransport
 from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.sandbox import SandboxUnavailable
-from sidecar.domain.errors import AgentFailed
+from sidecar.domain.agent_options import MODE_ID, AgentOption
+from sidecar.domain.errors import AgentFailed, InvalidInput
+from sidecar.domain.events import AgentOptionsChanged
 from sidecar.domain.records import SessionRecord
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,29 @@ class Launch:
     writable: tuple[str, ...]
     start_timeout: float
     interrupt_grace: float
+
+
+def _choices(option: schema.SessionConfigOptionSelect) -> tuple[tuple[str, str], ...]:
+    flat: list[tuple[str, str]] = []
+    for item in option.options:
+        if isinstance(item, schema.SessionConfigSelectGroup):
+            flat += [(choice.value, choice.name) for choice in item.options]
+        else:
+            flat.append((item.value, item.name))
+    return tuple(flat)
+
+
+def agent_options(config: Any, modes: schema.SessionModeState | None) -> tuple[AgentOption, ...]:
+    """The agent's select options and its modes, as the session offers them."""
+    found = [
+        AgentOption(o.id, o.name, o.current_value, _choices(o), o.description)
+        for o in config or ()
+        if isinstance(o, schema.SessionConfigOptionSelect)
+    ]
+    if modes is not None and not any(o.option_id == MODE_ID for o in found):
+        choices = tuple((m.id, m.name) for m in modes.available_modes)
+        found.append(AgentOption(MODE_ID, "Agent mode", modes.current_mode_id, choices))
+    return tuple(found)
 
 
 def _capabilities(init: schema.InitializeResponse) -> dict[str, Any]:
@@ -84,6 +109,9 @@ class ExternalEngine:
         self._cancel_sent: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._closed = False
+        self._host_for_events: EngineHost | None = None
+        self._config: Any = None  # the agent's config options, as it last said them
+        self._modes: schema.SessionModeState | None = None
 
     @property
     def name(self) -> str:
@@ -129,6 +157,7 @@ class ExternalEngine:
 
     async def _start(self, host: EngineHost) -> EngineStart:
         launch = self._launch
+        self._host_for_events = host
         try:
             argv = host.contain(launch.argv, launch.writable)
         except SandboxUnavailable as exc:
@@ -138,7 +167,7 @@ class ExternalEngine:
         except OSError as exc:
             raise AgentFailed(f"agent {self.name!r} could not start: {exc}") from None
         self._process = process
-        relay = Relay(host)
+        relay = Relay(host, self._settings_changed)
         client = HostClient(host, relay, self.name)
         self._relay, self._client = relay, client
         transport = AgentTransport(self.name, process.stdout, process.stdin)
@@ -165,32 +194,117 @@ class ExternalEngine:
         return started
 
     async def _open_session(self, host: EngineHost, relay: Relay) -> EngineStart:
-        """The stored agent session loaded or resumed where the agent can; else new."""
+        """The stored agent session resumed or loaded where the agent can (forked, for a
+        fork's first start); else a new one, with a note when a conversation is lost."""
         assert self._conn is not None and self._caps is not None
-        conn, caps = self._conn, self._caps
-        stored = self._record.agent_session
+        conn, caps, record = self._conn, self._caps, self._record
+        stored = record.agent_session
         session_caps = caps.session_capabilities
-        if stored is not None:
-            if session_caps is not None and session_caps.resume is not None:
-                await self._call(conn.resume_session(cwd=host.cwd, session_id=stored), "resume")
-                return EngineStart(stored)
-            if caps.load_session:
-                relay.replaying = True  # its history is in our transcript already
-                try:
-                    if self._client is not None:
-                        self._client.session_id = stored
-                    await self._call(conn.load_session(cwd=host.cwd, session_id=stored), "load")
-                finally:
-                    relay.replaying = False
-                return EngineStart(stored)
+        first_of_fork = record.forked_from is not None and record.generation == 1
+        if stored is not None and first_of_fork:
+            if session_caps is not None and session_caps.fork is not None:
+                forked = await self._call(
+                    conn.fork_session(cwd=host.cwd, session_id=stored), "session/fork"
+                )
+                self._settings_from(forked)
+                return EngineStart(forked.session_id)
+        elif stored is not None:
+            try:
+                if session_caps is not None and session_caps.resume is not None:
+                    resumed = await self._call(
+                        conn.resume_session(cwd=host.cwd, session_id=stored), "session/resume"
+                    )
+                    self._settings_from(resumed)
+                    return EngineStart(stored)
+                if caps.load_session:
+                    return await self._load(host, relay, stored)
+            except AgentFailed as exc:
+                if self._process is None or self._process.returncode is not None:
+                    raise
+                # It refused (its own store lost the session, say): start afresh, noted.
+                log.warning("agent %s: cannot continue session %s: %s", self.name, stored, exc)
         opened = await self._call(conn.new_session(cwd=host.cwd, mcp_servers=[]), "session/new")
+        self._settings_from(opened)
         note = None
-        if stored is not None:
+        if record.turns > 0:  # a resume, a fork, an import: there was a conversation
+            can = "fork" if first_of_fork else "load or resume"
             note = (
-                f"The agent {self.name!r} cannot load or resume its sessions: a new agent "
+                f"The agent {self.name!r} could not {can} its session here: a new agent "
                 "session started, and the agent does not know the conversation above."
             )
         return EngineStart(opened.session_id, note)
+
+    async def _load(self, host: EngineHost, relay: Relay, stored: str) -> EngineStart:
+        relay.replaying = True  # its history is in our transcript already
+        try:
+            if self._client is not None:
+                self._client.session_id = stored
+            loaded = await self._call(
+                self._conn_or_fail().load_session(cwd=host.cwd, session_id=stored),
+                "session/load",
+            )
+            self._settings_from(loaded)
+        finally:
+            relay.replaying = False
+        return EngineStart(stored)
+
+    def _settings_from(self, response: Any) -> None:
+        if response is None:
+            return
+        if getattr(response, "config_options", None) is not None:
+            self._config = response.config_options
+        if getattr(response, "modes", None) is not None:
+            self._modes = response.modes
+
+    # ---- the agent's own settings ----------------------------------------------------
+
+    def options(self) -> tuple[AgentOption, ...]:
+        return agent_options(self._config, self._modes)
+
+    def told(self, update: Any) -> bool:
+        """A settings update from the agent (the relay passes them here): kept. True when
+        the options changed."""
+        if isinstance(update, schema.ConfigOptionUpdate):
+            self._config = update.config_options
+            return True
+        if isinstance(update, schema.CurrentModeUpdate) and self._modes is not None:
+            self._modes = self._modes.model_copy(update={"current_mode_id": update.current_mode_id})
+            return True
+        return False
+
+    async def set_option(self, option_id: str, value: str) -> None:
+        option = next((o for o in self.options() if o.option_id == option_id), None)
+        if option is None:
+            known = ", ".join(o.option_id for o in self.options()) or "none"
+            raise InvalidInput(
+                "configId", f"agent {self.name!r} has no option {option_id!r} ({known})"
+            )
+        if value not in {choice for choice, _ in option.choices}:
+            allowed = ", ".join(choice for choice, _ in option.choices)
+            raise InvalidInput("value", f"{option.name} must be one of {allowed}, got {value!r}")
+        conn, session = self._conn_or_fail(), self._agent_session
+        if session is None:
+            raise AgentFailed(f"agent {self.name!r} is not running")
+        is_mode = option_id == MODE_ID and not any(
+            isinstance(o, schema.SessionConfigOptionSelect) and o.id == MODE_ID
+            for o in self._config or ()
+        )
+        if is_mode:
+            await self._call(conn.set_session_mode(session_id=session, mode_id=value), "set_mode")
+            if self._modes is not None:
+                self._modes = self._modes.model_copy(update={"current_mode_id": value})
+            return
+        answer = await self._call(
+            conn.set_config_option(config_id=option_id, session_id=session, value=value),
+            "set_config_option",
+        )
+        if answer is not None and answer.config_options is not None:
+            self._config = answer.config_options
+
+    def _conn_or_fail(self) -> ClientSideConnection:
+        if self._conn is None:
+            raise AgentFailed(f"agent {self.name!r} is not running")
+        return self._conn
 
     async def _call(self, request: Any, what: str) -> Any:
         """One request to the agent; its death or an error answer is AgentFailed."""
@@ -215,6 +329,10 @@ class ExternalEngine:
         except ConnectionError:
             await asyncio.sleep(0.05)
             raise AgentFailed(f"{what}: {process.describe_exit()}") from None
+
+    def _settings_changed(self, update: Any) -> None:
+        if self.told(update) and self._host_for_events is not None:
+            self._host_for_events.publish(AgentOptionsChanged(self.options()))
 
     async def _watch(self, process: AgentProcess) -> None:
         """An agent that exits between turns: logged (the next turn fails, named)."""
@@ -243,6 +361,8 @@ class ExternalEngine:
             await asyncio.shield(self._end(relay, client))
             raise
         await client.settled()
+        if response.usage is not None:  # what the agent says its model used this turn
+            host.count_tokens(response.usage.input_tokens, response.usage.output_tokens)
         text = await self._end(relay, client)
         stop = _STOPS.get(str(response.stop_reason), StopReason.END_TURN)
         if stop is StopReason.CANCELLED:

@@ -26,6 +26,7 @@ from sidecar.agent.external.definitions import (
 )
 from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
+from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.errors import AgentFailed
 from sidecar.domain.records import SessionRecord
 
@@ -60,6 +61,12 @@ class UnstartableEngine:
         raise AgentFailed(self._problem)
 
     async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+        raise AgentFailed(self._problem)
+
+    def options(self) -> tuple[AgentOption, ...]:
+        return ()
+
+    async def set_option(self, option_id: str, value: str) -> None:
         raise AgentFailed(self._problem)
 
     def cancel(self) -> None:

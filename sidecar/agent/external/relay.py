@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -97,8 +97,9 @@ class Relay:
     """One session's updates, turn by turn. `replaying`: a `session/load`'s history is
     being sent again (it is in our transcript already): nothing is relayed."""
 
-    def __init__(self, host: EngineHost) -> None:
+    def __init__(self, host: EngineHost, on_settings: Callable[[Any], None]) -> None:
         self._host = host
+        self._on_settings = on_settings  # the agent's config options or mode changed
         self.replaying = False
         self._calls: dict[str, _Call] = {}
         self._text: list[str] = []
@@ -137,6 +138,8 @@ class Relay:
                 (command.name, command.description) for command in update.available_commands
             )
             host.publish(CommandsAvailable(commands))
+        elif isinstance(update, schema.ConfigOptionUpdate | schema.CurrentModeUpdate):
+            self._on_settings(update)
         elif isinstance(update, schema.UserMessageChunk):
             pass  # our client's own prompt, told back: it is in the transcript already
         else:
