@@ -87,6 +87,16 @@ def is_final_reply(message: dict[str, Any]) -> bool:
     return message.get("type") == "assistant" and not message.get("toolCalls")
 
 
+def describe_process(pid: int) -> str:
+    """pid, state, parent and command line (what a survivor was, for the failure)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return f"{pid} (gone)"
+    return f"{pid} state {stat[0]} ppid {stat[1]}: {argv[:200]}"
+
+
 def last_traceback(log: list[str]) -> str:
     """The last traceback in a log tail with the line before it (what was being done)."""
     starts = [i for i, line in enumerate(log) if line.startswith("Traceback")]
@@ -483,8 +493,9 @@ class CrashRun:
         # The scripted turn and close end with the sidecar (ConnectionError).
         await asyncio.gather(*self.round.scripted_tasks, return_exceptions=True)
         # Each command's watchdog stops its process group once the sidecar is gone.
-        await eventually(lambda: marked_processes(self.marker) == [], timeout=5)
-        survivors = marked_processes(self.marker)
+        # A loaded machine may take a while to run the watchdogs: wait generously.
+        await eventually(lambda: marked_processes(self.marker) == [], timeout=15)
+        survivors = [describe_process(pid) for pid in marked_processes(self.marker)]
         self.reap_orphans()
         self.check(not survivors, f"processes outlived the killed sidecar: {survivors}")
         await sidecar.wait_exit()
