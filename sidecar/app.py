@@ -183,6 +183,7 @@ async def run(config: Config) -> int:
             store_problem = str(exc)
             reconciled = []
         assembly.manager.start_lease_renewal()
+        assembly.start_agents()
         if isinstance(store, ChangeFeed):  # other sidecars' changes, told to our clients
             changes = asyncio.create_task(
                 store.watch_changes(assembly.manager.changed_elsewhere), name="store-changes"
@@ -209,6 +210,7 @@ async def run(config: Config) -> int:
         if assembly is not None:
             log.info("shutting down: closing %d live session(s)", len(assembly.manager.live_ids()))
             await assembly.manager.shutdown()
+            await assembly.stop_agents()
         await server.drain(DRAIN_SECONDS)
         await writer.aclose()
         if changes is not None:

@@ -54,6 +54,7 @@ class Config:
     agents: tuple[AgentDefinition, ...] = ()  # --agent NAME=COMMAND
     agents_file: Path | None = None  # agents.toml
     agent_start_timeout: float = 60.0
+    prewarm: tuple[str, ...] = ()  # --prewarm AGENT
 
 
 def parse_args(argv: list[str] | None = None) -> Config:
@@ -193,6 +194,14 @@ def parse_args(argv: list[str] | None = None) -> Config:
         default=60.0,
         help="seconds an external agent has for initialize and session/new",
     )
+    parser.add_argument(
+        "--prewarm",
+        action="append",
+        default=[],
+        metavar="AGENT",
+        help="keep one initialized process of this external agent ready (repeatable), for "
+        "the directory of its last session: a new session there starts without the wait",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     if args.agent_start_timeout <= 0:
@@ -261,6 +270,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
             else Path(platformdirs.user_config_dir(APP_NAME)) / "agents.toml"
         ),
         agent_start_timeout=args.agent_start_timeout,
+        prewarm=tuple(dict.fromkeys(args.prewarm)),
     )
 
 

@@ -10,9 +10,10 @@ checks every constructor call here, as in any other module.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from protocol.values import Sandbox
 from sidecar.acp.extensions import ExtensionHandlers
 from sidecar.acp.handlers import AcpHandlers
 from sidecar.acp.initialize import ClientOptions
@@ -22,7 +23,7 @@ from sidecar.acp.server import Handler, RpcServer
 from sidecar.agent import sandbox
 from sidecar.agent.external.catalog import AgentCatalog
 from sidecar.agent.external.definitions import AgentConfigError
-from sidecar.agent.external.factory import AgentSettings, engine_factory
+from sidecar.agent.external.factory import AgentSettings, Engines, engine_factory
 from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.config import (
     Config,
@@ -56,11 +57,22 @@ def agent_catalog(config: Config) -> AgentCatalog:
         return AgentCatalog.load(None, config.agents)
 
 
-def agent_settings(config: Config) -> AgentSettings:
+def agent_settings(config: Config, probed: sandbox.SandboxStatus) -> AgentSettings:
+    hide = hidden_dirs(config)
+
+    def contain(argv: Sequence[str], writable: Sequence[str], cwd: str, mode: Sandbox) -> list[str]:
+        """A warm agent process in the sandbox a session at `cwd` under `mode` gets."""
+        bwrap = sandbox.require(probed)
+        return sandbox.wrap(
+            argv, mode=mode, cwd=cwd, bwrap=bwrap, hide=hide, writable=writable, network=True
+        )
+
     return AgentSettings(
         start_timeout=config.agent_start_timeout,
         interrupt_grace=config.limits.interrupt_grace,
         homes=config.data_dir / "agent-homes",
+        prewarm=config.prewarm,
+        contain=contain,
     )
 
 
@@ -69,6 +81,17 @@ class Assembly:
     manager: SessionManager
     handlers: dict[str, Handler]
     leases: Leases
+    engines: Engines | None = None
+
+    def start_agents(self) -> None:
+        """Warm processes (--prewarm) start once the store is open and the loop runs."""
+        if self.engines is not None and self.engines.prewarmer is not None:
+            self.engines.prewarmer.begin()
+
+    async def stop_agents(self) -> None:
+        """At exit, after every session closed: the warm processes stop too."""
+        if self.engines is not None and self.engines.prewarmer is not None:
+            await self.engines.prewarmer.aclose()
 
     @classmethod
     def build(
@@ -88,6 +111,8 @@ class Assembly:
 
         notify = AcpNotifier(server.notify, client, view_of, config.limits.stream_cap)
         agents = agent_catalog(config)
+        probed = sandbox.probe()
+        engines = engine_factory(agents, agent_settings(config, probed))
 
         manager = SessionManager(
             ManagerDeps(
@@ -97,13 +122,13 @@ class Assembly:
                     limits=config.limits,
                     open_listener=start_listener,
                     context_budget=config.context_budget,
-                    sandbox=sandbox.probe(),
+                    sandbox=probed,
                     asker=make_asker(server),
                     mcp=McpSettings(config.mcp_start_timeout, config.mcp_call_timeout),
                     checkpoints=checkpoint_store(config),
                     spools=output_spools(config),
                     hide=hidden_dirs(config),
-                    make_engine=engine_factory(agents, agent_settings(config)),
+                    make_engine=engines,
                     knows_agent=agents.knows,
                 ),
                 events=EventHub(notify),
@@ -117,7 +142,7 @@ class Assembly:
             **AcpHandlers(manager, server, catalog, extensions, agents).table(),
             **extensions.table(),
         }
-        return cls(manager, handlers, leases)
+        return cls(manager, handlers, leases, engines)
 
 
 def load_assembly() -> type[Assembly]:

@@ -485,3 +485,40 @@ async def test_a_fork_keeps_the_agent_and_forks_its_session(
         assert result["stopReason"] == "end_turn"
     finally:
         await sidecar.close()
+
+
+async def test_prewarm_hands_a_ready_process_to_the_next_session_in_the_same_place(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("scripted")
+    sidecar = await start(tmp_path / "data", setup, "--prewarm", "scripted")
+
+    async def initialized(count: int) -> None:
+        for _ in range(400):
+            if setup.methods("scripted").count("initialize") >= count:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"not {count} initializes: {setup.methods('scripted')}")
+
+    try:
+        await initialized(1)  # warm at start, for the sidecar's own directory
+        first = (await sidecar.new_session(workspace, agent="scripted"))["sessionId"]
+        # Elsewhere than the warm one: started cold; the warm one moves here.
+        await initialized(3)
+        news_before = setup.methods("scripted").count("session/new")
+        second = (await sidecar.new_session(workspace, agent="scripted"))["sessionId"]
+        # Taken warm: no new initialize was needed for it, only its session/new...
+        assert setup.methods("scripted").count("session/new") == news_before + 1
+        log = "\n".join(sidecar.client.stderr_tail)
+        assert f"session {second} takes a warm process" in log
+        assert f"session {first} takes a warm process" not in log
+        result = await sidecar.prompt(second, "say warm hello")
+        assert result["stopReason"] == "end_turn"
+        assert "warm hello" in texts(sidecar, second, "agent_message_chunk")
+        # ...and a replacement is made ready in the background.
+        await initialized(4)
+        for sid in (first, second):
+            await sidecar.call("session/close", {"sessionId": sid})
+    finally:
+        assert await sidecar.close() == 0
+    assert await gone(setup) == []  # the warm process too

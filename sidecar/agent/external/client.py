@@ -56,9 +56,8 @@ def _option(options: list[schema.PermissionOption], kinds: tuple[Choice, ...]) -
 class HostClient:
     """One agent session's client side; `session_id` is the agent's id, set once known."""
 
-    def __init__(self, host: EngineHost, relay: Relay, agent: str) -> None:
-        self._host = host
-        self._relay = relay
+    def __init__(self, agent: str) -> None:
+        self._attached: tuple[EngineHost, Relay] | None = None  # none while warm
         self._agent = agent
         self.session_id: str | None = None
         self._terminals: dict[str, _Terminal] = {}
@@ -68,6 +67,22 @@ class HostClient:
         # in the order they arrived (the lock is fair), and a request waits for those
         # that came before it (a permission request for a call just announced).
         self._order = asyncio.Lock()
+
+    def attach(self, host: EngineHost, relay: Relay) -> None:
+        """The session this process now serves (a warm process gets one when taken)."""
+        self._attached = (host, relay)
+
+    @property
+    def _host(self) -> EngineHost:
+        if self._attached is None:
+            raise RequestError.invalid_params({"sessionId": "no session is open yet"})
+        return self._attached[0]
+
+    @property
+    def _relay(self) -> Relay:
+        if self._attached is None:
+            raise RequestError.invalid_params({"sessionId": "no session is open yet"})
+        return self._attached[1]
 
     def _ours(self, session_id: str, what: str) -> bool:
         if self.session_id is not None and session_id != self.session_id:
@@ -88,7 +103,9 @@ class HostClient:
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         async with self._order:
-            if self._ours(session_id, "an update"):
+            if self._attached is None:
+                log.debug("agent %s: an update before any session: dropped", self._agent)
+            elif self._ours(session_id, "an update"):
                 await self._relay.update(update)
 
     async def settled(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -29,6 +29,7 @@ from protocol.values import StopReason
 from sidecar.agent.engine import EngineStart
 from sidecar.agent.external.client import HostClient
 from sidecar.agent.external.definitions import AgentDefinition
+from sidecar.agent.external.prewarm import Place, Prewarmer
 from sidecar.agent.external.process import AgentProcess
 from sidecar.agent.external.relay import Relay
 from sidecar.agent.external.transport import AgentTransport
@@ -86,6 +87,67 @@ def _capabilities(init: schema.InitializeResponse) -> dict[str, Any]:
     return {} if caps is None else caps.model_dump(by_alias=True, exclude_none=True)
 
 
+async def call_agent(process: AgentProcess, request: Any, what: str) -> Any:
+    """One request to the agent; its death or an error answer is AgentFailed."""
+    waiting = asyncio.ensure_future(request)
+    exited = asyncio.ensure_future(process.wait())
+    try:
+        await asyncio.wait([waiting, exited], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        exited.cancel()
+    if not waiting.done():
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await waiting
+        await asyncio.sleep(0.05)  # its last stderr lines
+        raise AgentFailed(f"{what}: {process.describe_exit()}")
+    try:
+        return waiting.result()
+    except RequestError as exc:
+        raise AgentFailed(f"agent {process.name!r} refused {what}: {exc}") from None
+    except ConnectionError:
+        await asyncio.sleep(0.05)
+        raise AgentFailed(f"{what}: {process.describe_exit()}") from None
+
+
+async def start_agent(
+    name: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str,
+    client: HostClient,
+    adopt: Callable[[AgentProcess], None] | None = None,
+) -> tuple[AgentProcess, ClientSideConnection, schema.InitializeResponse]:
+    """Spawn the (contained) agent and `initialize` it, offering fs and terminals."""
+    try:
+        process = await AgentProcess.spawn(name, argv, env, cwd)
+    except OSError as exc:
+        raise AgentFailed(f"agent {name!r} could not start: {exc}") from None
+    if adopt is not None:
+        adopt(process)
+    transport = AgentTransport(name, process.stdout, process.stdin)
+    # Unstable: resume and close are there in the SDK only with it (0.12).
+    conn = connect_to_agent(client, transport, use_unstable_protocol=True)
+    try:
+        init = await call_agent(
+            process,
+            conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=schema.ClientCapabilities(
+                    fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                    terminal=True,
+                ),
+                client_info=schema.Implementation(name=CLIENT_NAME, version="1"),
+            ),
+            "initialize",
+        )
+    except BaseException:
+        if adopt is None:  # nobody else holds it: stop it here
+            await process.stop()
+        raise
+    return process, conn, init
+
+
 class ExternalEngine:
     """A session's turns run by an external ACP agent."""
 
@@ -95,11 +157,13 @@ class ExternalEngine:
         record: SessionRecord,
         launch: Launch,
         remember: Callable[[str, Mapping[str, Any]], None] | None = None,
+        prewarm: Prewarmer | None = None,
     ) -> None:
         self._definition = definition
         self._record = record
         self._launch = launch
         self._remember = remember
+        self._prewarm = prewarm
         self._process: AgentProcess | None = None
         self._conn: ClientSideConnection | None = None
         self._client: HostClient | None = None
@@ -158,40 +222,42 @@ class ExternalEngine:
     async def _start(self, host: EngineHost) -> EngineStart:
         launch = self._launch
         self._host_for_events = host
-        try:
-            argv = host.contain(launch.argv, launch.writable)
-        except SandboxUnavailable as exc:
-            raise AgentFailed(f"agent {self.name!r} cannot be contained: {exc}") from None
-        try:
-            process = await AgentProcess.spawn(self.name, argv, launch.env, host.cwd)
-        except OSError as exc:
-            raise AgentFailed(f"agent {self.name!r} could not start: {exc}") from None
-        self._process = process
         relay = Relay(host, self._settings_changed)
-        client = HostClient(host, relay, self.name)
-        self._relay, self._client = relay, client
-        transport = AgentTransport(self.name, process.stdout, process.stdin)
-        # Unstable: resume and close are there in the SDK only with it (0.12).
-        self._conn = connect_to_agent(client, transport, use_unstable_protocol=True)
-        init = await self._call(
-            self._conn.initialize(
-                protocol_version=PROTOCOL_VERSION,
-                client_capabilities=schema.ClientCapabilities(
-                    fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                    terminal=True,
-                ),
-                client_info=schema.Implementation(name=CLIENT_NAME, version="1"),
-            ),
-            "initialize",
-        )
+        self._relay = relay
+        warm = None
+        if self._prewarm is not None:
+            warm = self._prewarm.take(Place(self.name, host.cwd, host.sandbox))
+        if warm is not None:
+            log.info(
+                "agent %s: session %s takes a warm process", self.name, self._record.session_id
+            )
+            self._process, self._conn, self._client = warm.process, warm.conn, warm.client
+            warm.client.attach(host, relay)
+            init = warm.init
+        else:
+            try:
+                argv = host.contain(launch.argv, launch.writable)
+            except SandboxUnavailable as exc:
+                raise AgentFailed(f"agent {self.name!r} cannot be contained: {exc}") from None
+            client = HostClient(self.name)
+            client.attach(host, relay)
+            self._client = client
+            self._process, self._conn, init = await start_agent(
+                self.name, argv, launch.env, host.cwd, client, self._adopt
+            )
         self._caps = init.agent_capabilities or schema.AgentCapabilities()
         if self._remember is not None:
             self._remember(self.name, _capabilities(init))
         started = await self._open_session(host, relay)
-        client.session_id = started.agent_session
+        assert self._client is not None and self._process is not None
+        self._client.session_id = started.agent_session
         self._agent_session = started.agent_session
-        self._watchdog = asyncio.create_task(self._watch(process), name=f"watch {self.name}")
+        self._watchdog = asyncio.create_task(self._watch(self._process), name=f"watch {self.name}")
         return started
+
+    def _adopt(self, process: AgentProcess) -> None:
+        """The process exists (before initialize answers): close stops it, even mid-start."""
+        self._process = process
 
     async def _open_session(self, host: EngineHost, relay: Relay) -> EngineStart:
         """The stored agent session resumed or loaded where the agent can (forked, for a
@@ -307,28 +373,9 @@ class ExternalEngine:
         return self._conn
 
     async def _call(self, request: Any, what: str) -> Any:
-        """One request to the agent; its death or an error answer is AgentFailed."""
         process = self._process
         assert process is not None
-        waiting = asyncio.ensure_future(request)
-        exited = asyncio.ensure_future(process.wait())
-        try:
-            await asyncio.wait([waiting, exited], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-        if not waiting.done():
-            waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await waiting
-            await asyncio.sleep(0.05)  # its last stderr lines
-            raise AgentFailed(f"{what}: {process.describe_exit()}")
-        try:
-            return waiting.result()
-        except RequestError as exc:
-            raise AgentFailed(f"agent {self.name!r} refused {what}: {exc}") from None
-        except ConnectionError:
-            await asyncio.sleep(0.05)
-            raise AgentFailed(f"{what}: {process.describe_exit()}") from None
+        return await call_agent(process, request, what)
 
     def _settings_changed(self, update: Any) -> None:
         if self.told(update) and self._host_for_events is not None:

@@ -8,13 +8,17 @@ the engine's start failure, so the session's record says it (lastError) like any
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sidecar.agent.engine import BuiltinEngine, Engine, EngineFactory, EngineStart
+from protocol.values import Sandbox
+from sidecar.agent.engine import BuiltinEngine, Engine, EngineStart
 from sidecar.agent.external.catalog import AgentCatalog
+from sidecar.agent.external.client import HostClient
 from sidecar.agent.external.definitions import (
     BUILTIN,
     AgentConfigError,
@@ -24,11 +28,16 @@ from sidecar.agent.external.definitions import (
     find_command,
     writable_paths,
 )
+from sidecar.agent.external.engine import ExternalEngine, Launch, start_agent
+from sidecar.agent.external.prewarm import Place, Prewarmer, WarmAgent
 from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.errors import AgentFailed
 from sidecar.domain.records import SessionRecord
+
+Contain = Callable[[Sequence[str], Sequence[str], str, Sandbox], list[str]]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,11 @@ class AgentSettings:
     interrupt_grace: float = 2.0  # after session/cancel, before the process is stopped
     homes: Path | None = None  # where isolated homes go (under the data dir)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    prewarm: tuple[str, ...] = ()  # --prewarm: agents kept warm, one process each
+    # How a warm process is contained (sandbox.wrap with the sidecar's bwrap and hidden
+    # dirs), for a cwd and mode; None: nothing is prewarmed.
+    contain: Contain | None = None
+    first_cwd: str = field(default_factory=os.getcwd)  # a warm process's place at first
 
 
 class UnstartableEngine:
@@ -81,19 +95,77 @@ def not_installed(defn: AgentDefinition) -> str:
     return f"agent {defn.name!r} is not installed: {defn.command[0]!r} was not found{how}"
 
 
-def _home(defn: AgentDefinition, record: SessionRecord, settings: AgentSettings) -> str:
+def _home(defn: AgentDefinition, session_id: str | None, settings: AgentSettings) -> str:
     """The agent's HOME: the user's, or (isolated_home) one per session in the data dir."""
-    if defn.isolated_home and settings.homes is not None:
-        home = settings.homes / record.session_id
+    if defn.isolated_home and settings.homes is not None and session_id is not None:
+        home = settings.homes / session_id
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
         return str(home)
     return settings.environ.get("HOME") or os.path.expanduser("~")
 
 
-def engine_factory(catalog: AgentCatalog, settings: AgentSettings) -> EngineFactory:
-    """The `RuntimeDeps.make_engine` of a sidecar with external agents."""
+def launch_for(
+    defn: AgentDefinition, settings: AgentSettings, session_id: str | None
+) -> Launch | str:
+    """How to start `defn` (for this session, or for a warm process: None), or why not."""
+    program = find_command(defn, settings.environ.get("PATH"))
+    if program is None:
+        return not_installed(defn)
+    try:
+        env = {**base_environment(settings.environ), **expand_env(defn, settings.environ)}
+        home = _home(defn, session_id, settings)
+    except (AgentConfigError, OSError) as exc:
+        return str(exc)
+    env["HOME"] = home
+    writable = writable_paths(defn, home)
+    if defn.isolated_home:
+        writable = (home, *writable)
+    return Launch(
+        (program, *defn.command[1:]),
+        env,
+        writable,
+        settings.start_timeout,
+        settings.interrupt_grace,
+    )
 
-    def make(record: SessionRecord) -> Engine:
+
+class Engines:
+    """The `RuntimeDeps.make_engine` of a sidecar with external agents, and the warm
+    processes it keeps (`--prewarm`)."""
+
+    def __init__(self, catalog: AgentCatalog, settings: AgentSettings) -> None:
+        self._catalog = catalog
+        self._settings = settings
+        self.prewarmer: Prewarmer | None = None
+        names = frozenset(n for n in settings.prewarm if self._warmable(n))
+        if names and settings.contain is not None:
+            self.prewarmer = Prewarmer(names, self._start_warm, settings.first_cwd)
+
+    def _warmable(self, name: str) -> bool:
+        if not self._catalog.knows(name) or name == BUILTIN:
+            log.warning("--prewarm %s: no such external agent", name)
+            return False
+        if self._catalog.get(name).isolated_home:
+            log.warning("--prewarm %s: it has a home per session; not prewarmed", name)
+            return False
+        return True
+
+    async def _start_warm(self, place: Place) -> WarmAgent:
+        defn = self._catalog.get(place.agent)
+        launch = launch_for(defn, self._settings, None)
+        if isinstance(launch, str):
+            raise AgentFailed(launch)
+        contain = self._settings.contain
+        assert contain is not None
+        argv = contain(launch.argv, launch.writable, place.cwd, place.sandbox)
+        client = HostClient(defn.name)
+        process, conn, init = await asyncio.wait_for(
+            start_agent(defn.name, argv, launch.env, place.cwd, client), launch.start_timeout
+        )
+        return WarmAgent(place, process, conn, client, init)
+
+    def __call__(self, record: SessionRecord) -> Engine:
+        catalog = self._catalog
         if record.agent == BUILTIN:
             return BuiltinEngine()
         if not catalog.knows(record.agent):
@@ -101,27 +173,13 @@ def engine_factory(catalog: AgentCatalog, settings: AgentSettings) -> EngineFact
                 record.agent, f"agent {record.agent!r} is not configured in this sidecar"
             )
         defn = catalog.get(record.agent)
-        program = find_command(defn, settings.environ.get("PATH"))
-        if program is None:
-            return UnstartableEngine(defn.name, not_installed(defn))
-        try:
-            env = {**base_environment(settings.environ), **expand_env(defn, settings.environ)}
-            home = _home(defn, record, settings)
-        except (AgentConfigError, OSError) as exc:
-            return UnstartableEngine(defn.name, str(exc))
-        env["HOME"] = home
-        writable = writable_paths(defn, home)
-        if defn.isolated_home:
-            writable = (home, *writable)
-        from sidecar.agent.external.engine import ExternalEngine, Launch
-
-        launch = Launch(
-            (program, *defn.command[1:]),
-            env,
-            writable,
-            settings.start_timeout,
-            settings.interrupt_grace,
+        launch = launch_for(defn, self._settings, record.session_id)
+        if isinstance(launch, str):
+            return UnstartableEngine(defn.name, launch)
+        return ExternalEngine(
+            defn, record, launch, remember=catalog.remember, prewarm=self.prewarmer
         )
-        return ExternalEngine(defn, record, launch, remember=catalog.remember)
 
-    return make
+
+def engine_factory(catalog: AgentCatalog, settings: AgentSettings) -> Engines:
+    return Engines(catalog, settings)
