@@ -36,6 +36,7 @@ SCENARIOS = {
     "8": "bench.s8_postgres",
     "9": "bench.s9_search",
     "10": "bench.s10_features",
+    "11": "bench.s11_agents",
 }
 TITLES = {
     "1": "Round trip over stdio",
@@ -48,6 +49,7 @@ TITLES = {
     "8": "PostgreSQL vs SQLite store",
     "9": "Full-text search in session/list",
     "10": "New features: approvals, sandbox, MCP",
+    "11": "External ACP agents: through the sidecar vs direct",
 }
 
 

@@ -24,6 +24,7 @@ SCENARIOS = {
     "8": "s8_postgres.png",
     "9": "s9_search.png",
     "10": "s10_features.png",
+    "11": "s11_agents.png",
 }
 
 
@@ -45,8 +46,8 @@ def test_smoke_benchmark_writes_a_report_with_every_scenario(tmp_path: Path) -> 
         assert heading in report, f"scenario {key} missing from the report"
         section = report.split(heading, 1)[1].split("\n## ", 1)[0]
         assert "The benchmark failed" not in section
-        if "Skipped:" in section:  # only the desktop (no display stack) and 10 (no bwrap)
-            assert key in ("6", "10"), section
+        if "Skipped:" in section:  # only the desktop (no display stack), 10 and 11 (no bwrap)
+            assert key in ("6", "10", "11"), section
             continue
         assert (out / plot).is_file(), f"{plot} not written"
         assert f"]({plot})" in section, f"{plot} not linked from scenario {key}"
