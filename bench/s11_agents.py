@@ -26,6 +26,7 @@ from bench.s11_direct import (
     NAME,
     PipeAgent,
     SdkAgent,
+    agent_env,
     agents_toml,
     marked,
     new_marker,
@@ -77,6 +78,7 @@ class Sides:
         self.work = work
         self.marker = new_marker()  # the sidecar's agents
         self.direct_marker = new_marker()  # the agents spawned here
+        self.direct_env = agent_env(work / "direct", self.direct_marker)
         toml = agents_toml(work, self.marker)
         self.cwd = work / "cwd"
         self.cwd.mkdir()
@@ -170,11 +172,11 @@ async def _creations(sides: Sides, m: Measured, rng: random.Random, warmup: int,
                 took, sid = sides.new_session(builtin_cwd, agent=None)
                 closed = sides.close_session(sid)
             elif kind == DIRECT:
-                sdk = SdkAgent(sides.cwd, sides.direct_log, sides.direct_marker)
+                sdk = SdkAgent(sides.cwd, sides.direct_log, sides.direct_env)
                 took = await sdk.start()
                 closed = await sdk.close()
             else:
-                pipe = PipeAgent(sides.cwd, sides.work / "pipe-agents.log", sides.direct_marker)
+                pipe = PipeAgent(sides.cwd, sides.work / "pipe-agents.log", sides.direct_env)
                 took = pipe.start()
                 closed = pipe.close()
             if n >= warmup:
@@ -188,9 +190,9 @@ async def _turns(sides: Sides, m: Measured, rng: random.Random, warmup: int, rou
     sides.settle()
     _, external = sides.new_session(sides.cwd)
     _, builtin = sides.new_session(sides.work / "cwd-builtin", agent=None)
-    sdk = SdkAgent(sides.cwd, sides.direct_log, sides.direct_marker)
+    sdk = SdkAgent(sides.cwd, sides.direct_log, sides.direct_env)
     await sdk.start()
-    pipe = PipeAgent(sides.cwd, sides.work / "pipe-agents.log", sides.direct_marker)
+    pipe = PipeAgent(sides.cwd, sides.work / "pipe-agents.log", sides.direct_env)
     pipe.start()
     kinds = [SIDECAR, BUILTIN, DIRECT, PIPE, FLOOR]
     m.turn_ms = {k: [] for k in kinds}
@@ -242,7 +244,7 @@ async def _memory(sides: Sides, m: Measured, count: int) -> None:
     memory.agent_processes = len(agents)
     memory.agent_kib = sum(rss_kib(pid) for pid in agents)
     memory.sidecar_after_kib = rss_kib(sides.sidecar.pid)
-    direct = [SdkAgent(sides.cwd, sides.direct_log, sides.direct_marker) for _ in range(count)]
+    direct = [SdkAgent(sides.cwd, sides.direct_log, sides.direct_env) for _ in range(count)]
     try:
         for agent in direct:
             await agent.start()

@@ -40,22 +40,25 @@ def _toml(text: str) -> str:
     return json.dumps(text)  # a JSON string is a TOML basic string
 
 
-def agents_toml(root: Path, marker: str) -> Path:
-    """An agents.toml naming the scripted agent `scripted`, its log and state dir outside
-    any workspace (writable for it, as tests/external_agents.py `AgentSetup` does)."""
+def agent_env(root: Path, marker: str) -> dict[str, str]:
+    """What the agent gets on either side beyond the inherited environment: a state dir
+    (the scripted agent saves each session there on every turn) and the marker."""
     state = root / "agent-state"
-    (state / NAME).mkdir(parents=True, exist_ok=True)
-    env = {
-        "SCRIPTED_AGENT_STATE": str(state / NAME),
-        MARKER: marker,
-    }
+    state.mkdir(parents=True, exist_ok=True)
+    return {"SCRIPTED_AGENT_STATE": str(state), MARKER: marker}
+
+
+def agents_toml(root: Path, marker: str) -> Path:
+    """An agents.toml naming the scripted agent `scripted`, its state dir outside any
+    workspace (writable for it, as tests/external_agents.py `AgentSetup` does)."""
+    env = agent_env(root, marker)
     table = ", ".join(f"{k} = {_toml(v)}" for k, v in env.items())
     path = root / "agents.toml"
     path.write_text(
         f"[agents.{NAME}]\n"
         f"command = [{_toml(sys.executable)}, {_toml(str(SCRIPTED))}]\n"
         f"env = {{ {table} }}\n"
-        f"writable = [{_toml(str(state))}]\n"
+        f"writable = [{_toml(env['SCRIPTED_AGENT_STATE'])}]\n"
     )
     return path
 
@@ -104,17 +107,13 @@ class TextClient:
             self.texts.append(update.content.text)
 
 
-def _env(marker: str) -> dict[str, str]:
-    return {**os.environ, MARKER: marker}
-
-
 class SdkAgent:
     """One agent process and the SDK client's connection to it."""
 
-    def __init__(self, cwd: Path, log: IO[bytes], marker: str) -> None:
+    def __init__(self, cwd: Path, log: IO[bytes], env: dict[str, str]) -> None:
         self.cwd = cwd
         self._log = log
-        self._marker = marker
+        self._env = env
         self.client = TextClient()
         self.process: asyncio.subprocess.Process | None = None
         self.conn: ClientSideConnection | None = None
@@ -131,7 +130,7 @@ class SdkAgent:
             stdout=asyncio.subprocess.PIPE,
             stderr=self._log,
             cwd=self.cwd,
-            env=_env(self._marker),
+            env={**os.environ, **self._env},
             start_new_session=True,
         )
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -178,16 +177,16 @@ class PipeAgent:
     """The same agent driven by the bench's blocking pipe client (bench/pipes.py), the
     client the sidecar side is driven with: equal client costs on both sides."""
 
-    def __init__(self, cwd: Path, log: Path, marker: str) -> None:
+    def __init__(self, cwd: Path, log: Path, env: dict[str, str]) -> None:
         self.cwd = cwd
         self._log = log
-        self._marker = marker
+        self._env = env
         self.client: PipeClient | None = None
         self.session_id = ""
 
     def start(self) -> float:
         started = time.perf_counter_ns()
-        self.client = PipeClient([sys.executable, str(SCRIPTED)], self._log, {MARKER: self._marker})
+        self.client = PipeClient([sys.executable, str(SCRIPTED)], self._log, self._env)
         self.client.call(
             "initialize",
             {

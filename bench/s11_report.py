@@ -254,7 +254,8 @@ def _why_turn(turn: dict[str, float]) -> str:
 def _notes(m: Measured, new: dict[str, float], turn: dict[str, float]) -> list[str]:
     notes = [
         "Both sides run the same `python tests/agents/scripted_agent.py` with the same "
-        "client capabilities (fs and terminals); through the sidecar it runs in bubblewrap "
+        "client capabilities (fs and terminals) and a state dir of its own (it saves each "
+        "session there on every turn); through the sidecar it runs in bubblewrap "
         "(sandbox `workspace`), `--no-checkpoints` (scenario 7 prices checkpoints).",
         f"The bench's pipe client to the agent directly (the client the sidecar side is "
         f"driven with) starts it in {fmt(new[PIPE])} ms and turns in {fmt(turn[PIPE], 2)} ms: "
