@@ -38,6 +38,7 @@ MAX_PAGE = 1000
 OUTPUT_COLOUR_LIMIT = 64 * 1024  # a stored command's output shown in colour up to this size
 OUTPUT_PAGE = 256 * 1024
 MAX_DRAFT = 1_000_000
+MAX_AGENT_NAME = 200
 
 TITLES: dict[int, str] = {
     ErrorCode.INVALID_PARAMS: "Invalid input",
@@ -384,7 +385,10 @@ class Bridge:
         backend: str,
         title: str,
         servers: list[dict[str, str]] | None = None,
+        agent: str | None = None,
     ) -> Any:
+        """A session in `cwd`; `agent` names who runs it (a `_session/agents` name; none:
+        the sidecar's default, our builtin loop)."""
         folder = _folder(cwd)
         if isinstance(folder, dict):
             return folder
@@ -392,6 +396,10 @@ class Bridge:
         meta = {"mode": mode or "craft", "backend": backend or "pipe"}
         if isinstance(title, str) and title.strip():
             meta["title"] = title.strip()
+        if agent is not None:
+            if not isinstance(agent, str) or not agent.strip() or len(agent) > MAX_AGENT_NAME:
+                return error("invalid_input", "agent must be an agent's name", "Agent")
+            meta["agent"] = agent.strip()
         try:
             mcp = [
                 mcp_servers.to_acp(s.get("name", ""), s.get("target", "")) for s in servers or []
@@ -404,6 +412,12 @@ class Bridge:
             return result
         self._app.settings.add_recent(cwd)
         return result["_meta"]
+
+    def agents(self) -> Any:
+        """The agents a session can run (`_session/agents`): name, command, whether it is
+        installed (else how to install it), where it was defined."""
+        result = self._request(Method.AGENTS, {})
+        return result if "error" in result else result.get("agents", [])
 
     def prompt(self, session_id: str, text: str) -> Any:
         """Start a turn; answers once it is refused, finished, or clearly running.

@@ -33,8 +33,11 @@ from desktop.tui_sessions import SessionCommands
 from protocol.methods import Method
 
 HELP = """/sessions              numbered: title, status, last activity, a preview; * is current
-/new [--cwd DIR] [--title T] [mode] [backend] [--mcp 'NAME=COMMAND|URL']
-                       a session (craft|plan|ask, pipe|pty; default: here, craft, pipe)
+/new [--cwd DIR] [--title T] [--agent NAME] [mode] [backend] [--mcp 'NAME=COMMAND|URL']
+                       a session (craft|plan|ask, pipe|pty; default: here, craft, pipe),
+                       run by NAME from /agents (default: builtin, our own loop)
+/agents                the agents a session can run: builtin, presets, configured ones;
+                       each available, or not installed with its install command
 /switch N|ID           make it current (N from /sessions; an id prefix will do)
 /close [N]  /resume [N]  /forget N   close (record kept), start again, delete (asks y/N)
 /retry                 send the current session's last prompt again (after an error)

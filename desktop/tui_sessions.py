@@ -1,6 +1,6 @@
 """The terminal client's session commands: `/sessions` (numbered, with title, status, last
 activity and a preview), picking a session by number or id prefix, `/new` with a
-directory and a title, `/switch`, `/close`, `/resume` (a session in error is restarted),
+directory, a title and an agent, `/agents` (who can run a session), `/switch`, `/close`, `/resume` (a session in error is restarted),
 `/forget` (asks first) and `/retry`. Views are asked of the sidecar when shown; the only
 thing kept is the numbering of the last listing, so that `/resume 3` means the third row
 the user saw."""
@@ -24,14 +24,25 @@ if TYPE_CHECKING:
 TAIL: Final = 6  # messages shown on /switch
 PREVIEW: Final = 70  # characters of the last message in /sessions
 NEW_USAGE: Final = (
-    "usage: /new [--cwd DIR] [--title T] [craft|plan|ask] [pipe|pty] [--mcp 'NAME=COMMAND|URL']"
+    "usage: /new [--cwd DIR] [--title T] [--agent NAME] [craft|plan|ask] [pipe|pty]"
+    " [--mcp 'NAME=COMMAND|URL']"
 )
+BUILTIN: Final = "builtin"
 MODES: Final = ("craft", "plan", "ask")
 BACKENDS: Final = ("pipe", "pty")
 
 
+def agent_of(s: dict[str, Any]) -> str | None:
+    """The agent a session runs, when it is worth saying (not our builtin loop)."""
+    agent = s.get("agent")
+    return agent if isinstance(agent, str) and agent and agent != BUILTIN else None
+
+
 def describe_summary(s: dict[str, Any]) -> str:
-    return f"{s['status']}, gen {s['generation']}, mode {s['mode']}"
+    agent = agent_of(s)
+    return f"{s['status']}, gen {s['generation']}, mode {s['mode']}" + (
+        f", agent {agent}" if agent else ""
+    )
 
 
 def ago(iso: str | None, now: datetime | None = None) -> str:
@@ -87,6 +98,8 @@ def tilde(path: str) -> str:
 
 def notes(s: dict[str, Any]) -> str:
     found = []
+    if agent_of(s):
+        found.append(f"agent: {agent_of(s)}")
     if s.get("heldBy"):
         found.append(f"live in another sidecar: {s['heldBy']}")
     if s.get("interrupted"):
@@ -107,6 +120,7 @@ class SessionCommands:
     sized: dict[str, tuple[int, int]]
     last_prompt: dict[str, str]
     shown_state: dict[str, tuple[Any, Any, Any]]
+    clean: Callable[[str], str]
 
     numbers: list[str]  # the session ids of the last /sessions listing, in its order
     known: list[dict[str, Any]]  # the last summaries seen (for completion)
@@ -186,11 +200,11 @@ class SessionCommands:
         cwd = os.getcwd()
         while words:
             word = words.pop(0)
-            if word in ("--mcp", "--cwd", "--title"):
+            if word in ("--mcp", "--cwd", "--title", "--agent"):
                 if not words:
                     raise UsageError(NEW_USAGE)
                 value = words.pop(0)
-            elif word.startswith(("--cwd=", "--title=", "--mcp=")):
+            elif word.startswith(("--cwd=", "--title=", "--mcp=", "--agent=")):
                 word, _, value = word.partition("=")
             elif word in MODES and "mode" not in meta:
                 meta["mode"] = word
@@ -206,6 +220,10 @@ class SessionCommands:
                 if not value.strip():
                     raise UsageError("--title needs some text")
                 meta["title"] = value.strip()
+            elif word == "--agent":
+                if not value.strip():
+                    raise UsageError("--agent needs a name (see /agents)")
+                meta["agent"] = value.strip()  # the sidecar knows the names; it says if not
             else:
                 if "=" not in value:
                     raise UsageError(NEW_USAGE)
@@ -214,12 +232,43 @@ class SessionCommands:
                     servers.append(mcp_servers.to_acp(name, target))
                 except mcp_servers.BadServer as exc:
                     raise UsageError(str(exc)) from None
+        if "agent" in meta:
+            await self.check_agent(meta["agent"])
         params = {"cwd": cwd, "mcpServers": servers, "_meta": meta}
         s = (await self.host.request(Method.SESSION_NEW, params))["_meta"]
         self.current = s["sessionId"]
         self.seen(s)
         where = "" if cwd == os.getcwd() else f", in {cwd}"
         self.say(f"created {self.current} ({describe_summary(s)}, backend {s['backend']}{where})")
+
+    async def cmd_agents(self, arg: str) -> None:
+        """The agents a session can run, builtin first: available, or how to install it."""
+        rows = (await self.host.request(Method.AGENTS, {}))["agents"]
+        rows.sort(key=lambda a: a.get("name") != BUILTIN)  # stable: the sidecar's order after
+        width = max([len(str(a.get("name"))) for a in rows] + [8])
+        for a in rows:
+            name = self.clean(str(a.get("name")))
+            command = self.clean(str(a.get("command") or ""))
+            source = self.clean(str(a.get("source") or ""))
+            if a.get("available"):
+                what = "available" + (f"  {command}" if command else "")
+            elif a.get("install"):
+                what = f"not installed: {self.clean(str(a['install']))}"
+            else:
+                what = f"not installed: {command or '?'} was not found"
+            self.say(f"  {name:<{width}}  {what}  [{source}]")
+        self.say("/new --agent NAME starts a session with one")
+
+    async def check_agent(self, name: str) -> None:
+        """An agent listed but not installed: say how to install it instead of creating a
+        session that fails at once (an unknown name is the sidecar's to refuse)."""
+        rows = (await self.host.request(Method.AGENTS, {}))["agents"]
+        agent = next((a for a in rows if a.get("name") == name), None)
+        if agent is None or agent.get("available"):
+            return
+        how = agent.get("install")
+        fix = f"install it with: {how}" if how else f"{agent.get('command')!r} was not found"
+        raise UsageError(self.clean(f"agent '{name}' is not installed; {fix} (see /agents)"))
 
     def seen(self, s: dict[str, Any]) -> None:
         """A session started (or started again): its state as the answer says is the one

@@ -1715,6 +1715,76 @@ def slow_page(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     return seen
 
 
+@setup_for("agents")
+@contextlib.contextmanager
+def scripted_agents(args: argparse.Namespace) -> Iterator[list[str]]:
+    """An agents.toml with the scripted ACP agent (tests/agents/scripted_agent.py) as
+    `scripted`, and two agents listed but not installed: `ghost` with an install command,
+    `bare` without one and with markup in its command (text, never HTML)."""
+    from external_agents import AgentSetup
+
+    setup = AgentSetup(Path(args.data_dir).parent / "agents")
+    setup.add("scripted")
+    with setup.file.open("a") as toml:
+        toml.write(
+            '\n[agents.ghost]\ncommand = ["no-such-agent-acp-program"]\n'
+            'install = "npm install -g ghost-agent-acp"\n'
+            '\n[agents.bare]\ncommand = ["<i>nowhere-acp"]\n'
+        )
+    yield setup.args()
+
+
+@scenario
+def agents(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """The new-session form's agent picker: the list as the sidecar gives it, an agent not
+    installed says how to install it (nothing created), the scripted agent picked runs the
+    session's turns, and the session shows its agent where a builtin one shows none."""
+    page.ready()
+    seen: dict[str, Any] = {}
+    page.click("new-session")
+    picker = page.el("new-agent")
+    page.wait(f"[...{picker}.options].some(o => o.value === 'scripted')", "the agent list")
+    seen["options"] = page.js(
+        f"[...{picker}.options].map(o => [o.value, o.textContent, o.dataset.available])"
+    )
+    seen["default"] = page.js(f"{picker}.value")
+    pick = f"{picker}.dispatchEvent(new Event('change'))"
+    page.fill("new-cwd", args.workspace)
+    page.fill("new-title", "Outside")
+    page.js(f"{picker}.value = 'ghost'; {pick}")
+    seen["ghost_note"] = page.text("new-agent-note") if page.visible("new-agent-note") else None
+    page.click("create-session")  # refused at once, before any call
+    seen["ghost_focus"] = page.focused()
+    page.js(f"{picker}.value = 'bare'; {pick}")
+    note = page.el("new-agent-note")
+    seen["bare_note"] = {"text": page.text("new-agent-note"), "html": page.js(f"{note}.innerHTML")}
+    page.js(f"{picker}.value = 'scripted'; {pick}")
+    seen["scripted_note_shown"] = page.visible("new-agent-note")
+    page.click("create-session")
+    page.wait("document.querySelectorAll('[data-testid=session-item]').length === 1", "Outside")
+    (sid,) = page.session_ids()
+    page.wait_item(sid, "idle", 1)
+    seen["badge"] = page.text("session-agent", sid)
+    seen["item_label"] = page.js(f"{page.item_el(sid)}.getAttribute('aria-label')")
+    seen["detail_agent"] = page.text("detail-agent") if page.visible("detail-agent") else None
+    page.send("say hi from agent")
+    page.wait_text("transcript", "hi from agent")
+    page.wait_item(sid, "idle")
+    seen["transcript"] = page.text("transcript")
+    seen["summary_agent"] = page.host(Method.STATUS, {"sessionId": sid}).get("agent")
+    # The form again: builtin is picked, and a builtin session shows no agent.
+    page.click("new-session")
+    seen["default_again"] = page.js(f"{picker}.value")
+    page.click("cancel-new")
+    ours = page.create_session(args.workspace, "Ours")
+    seen["builtin_badge"] = bool(page.js(f"!!{page.el('session-agent', ours)}"))
+    seen["builtin_detail_agent"] = page.visible("detail-agent")
+    seen["sessions"] = sorted(
+        s["_meta"]["agent"] for s in page.host(Method.SESSION_LIST, {})["sessions"]
+    )
+    return seen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=sorted(SCENARIOS))

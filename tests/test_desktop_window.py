@@ -538,6 +538,38 @@ def test_keyboard_accessibility_dark_mode_narrow_layout_and_the_new_session_form
 
 
 @window_only
+def test_the_new_session_form_picks_an_external_agent_that_runs_the_session(
+    tmp_path: Path,
+) -> None:
+    r = run_driver("agents", tmp_path)  # the scripted ACP agent, from tests/external_agents.py
+    options = {value: (text, available) for value, text, available in r["options"]}
+    assert r["options"][0][0] == "builtin" and r["default"] == "builtin"
+    assert options["scripted"] == ("scripted", "true")
+    assert options["ghost"] == ("ghost — not installed: npm install -g ghost-agent-acp", "false")
+    assert options["claude"][1] in ("true", "false"), "the presets are listed too"
+    # Not installed: the form says how to install it and creates nothing.
+    assert (
+        r["ghost_note"] == "ghost is not installed. Install it with: npm install -g ghost-agent-acp"
+    )
+    assert r["ghost_focus"] == "new-agent"
+    # Names and commands are text: markup in a command is shown, never parsed.
+    assert (
+        r["bare_note"]["text"]
+        == "bare is not installed. Its command ('<i>nowhere-acp') was not found."  # shlex-quoted
+    )
+    assert "<i>" not in r["bare_note"]["html"] and "&lt;i&gt;" in r["bare_note"]["html"]
+    assert r["scripted_note_shown"] is False
+    # The scripted agent runs the session: its answer in the transcript, its name shown.
+    assert "hi from agent" in r["transcript"]
+    assert r["summary_agent"] == "scripted"
+    assert r["badge"] == "scripted" and r["detail_agent"] == "agent: scripted"
+    assert r["item_label"].endswith(", agent scripted")
+    assert r["default_again"] == "builtin", "the next session is builtin unless picked"
+    assert r["builtin_badge"] is False and r["builtin_detail_agent"] is False
+    assert r["sessions"] == ["builtin", "scripted"], "nothing made for the agent not installed"
+
+
+@window_only
 def test_retry_edit_and_resend_and_fork_on_a_user_message(tmp_path: Path) -> None:
     r = run_driver("message_actions", tmp_path)
     assert r["after_retry"] == ["first words", "second words", "first words"]

@@ -14,18 +14,19 @@ import sys
 import termios
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from external_agents import AgentSetup
 from harness import pid_alive
 
 ROOT = Path(__file__).resolve().parents[1]
 WAIT = 45.0
 
 
-def tui_command(data_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "desktop.tui", "--data-dir", str(data_dir)]
+def tui_command(data_dir: Path, *sidecar_args: str) -> list[str]:
+    return [sys.executable, "-m", "desktop.tui", "--data-dir", str(data_dir), *sidecar_args]
 
 
 def tui_env() -> dict[str, str]:
@@ -124,7 +125,13 @@ class Tui:
     written, `output` as a terminal would show it)."""
 
     def __init__(
-        self, data_dir: Path, cwd: Path, *, pty: bool = False, size: tuple[int, int] = (24, 80)
+        self,
+        data_dir: Path,
+        cwd: Path,
+        *,
+        pty: bool = False,
+        size: tuple[int, int] = (24, 80),
+        sidecar_args: Sequence[str] = (),
     ) -> None:
         self.pty = pty
         self.raw = b""
@@ -133,7 +140,7 @@ class Tui:
             self.master, slave = os.openpty()
             set_size(self.master, *size)
             self.proc = subprocess.Popen(
-                tui_command(data_dir),
+                tui_command(data_dir, *sidecar_args),
                 cwd=cwd,
                 env={**tui_env(), "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1"},
                 stdin=slave,
@@ -144,7 +151,7 @@ class Tui:
             os.close(slave)
         else:
             self.proc = subprocess.Popen(
-                tui_command(data_dir),
+                tui_command(data_dir, *sidecar_args),
                 cwd=cwd,
                 env=tui_env(),
                 stdin=subprocess.PIPE,
@@ -758,3 +765,72 @@ def test_a_session_live_in_another_sidecar_shows_its_holder(
         tui.run(f"/switch {sid[:12]}", r"live in another sidecar \(.*\): it is read-only here")
     finally:
         other.kill()
+
+
+def external_agents(root: Path) -> AgentSetup:
+    """The scripted agent as `scripted`, and `ghost`: listed, with an install command, but
+    its program is nowhere (as a preset not installed, whatever this machine has)."""
+    setup = AgentSetup(root)
+    setup.add("scripted")
+    with setup.file.open("a") as toml:
+        toml.write(
+            '\n[agents.ghost]\ncommand = ["no-such-agent-acp-program"]\n'
+            'install = "npm install -g ghost-agent-acp"\n'
+        )
+    return setup
+
+
+@pytest.fixture
+def agents_tui(data_dir: Path, workspace: Path, tmp_path: Path) -> Iterator[tuple[Tui, AgentSetup]]:
+    setup = external_agents(tmp_path / "agents")
+    running = Tui(data_dir, workspace, sidecar_args=setup.args())
+    try:
+        yield running, setup
+    finally:
+        running.kill()
+
+
+def test_agents_lists_each_agent_available_or_how_to_install_it(
+    agents_tui: tuple[Tui, AgentSetup],
+) -> None:
+    tui, _ = agents_tui
+    tui.send("/agents")
+    listing = tui.expect(r"(?s)  builtin +available  \[builtin\]\n.*/new --agent NAME").group(0)
+    lines = {line.split()[0]: line for line in listing.splitlines()[:-1]}
+    assert list(lines)[0] == "builtin", "builtin first"
+    assert re.fullmatch(
+        r"  ghost +not installed: npm install -g ghost-agent-acp  \[config\]", lines["ghost"]
+    )
+    assert re.fullmatch(
+        r"  scripted +available  .*scripted_agent\.py  \[config\]", lines["scripted"]
+    )
+    assert {"claude", "codex", "gemini", "qwen"} <= set(lines), "the presets are listed too"
+    assert "[preset]" in lines["claude"]
+
+
+def test_new_with_an_agent_runs_its_turns_and_the_list_shows_it(
+    agents_tui: tuple[Tui, AgentSetup],
+) -> None:
+    tui, setup = agents_tui
+    sid = tui.run(
+        "/new --agent scripted --title Outside",
+        r"created (sess_\w+) \(idle, gen 1, mode craft, agent scripted, backend pipe\)",
+    ).group(1)
+    tui.turn("say hi from agent", r"\nhi from agent\n")
+    assert "session/prompt" in setup.methods("scripted"), "the scripted agent ran the turn"
+    builtin = tui.new_session("--title", "Ours")
+    row = tui.row(sid)
+    assert (row["title"], row["status"], row["notes"]) == ("Outside", "idle", "  [agent: scripted]")
+    assert row["preview"] == "agent: hi from agent"
+    assert tui.row(builtin)["notes"] == "", "the builtin loop is not worth a note"
+    # One listed but not installed: how to install it, and no session made.
+    tui.run(
+        "/new --agent ghost",
+        r"error: agent 'ghost' is not installed; install it with: npm install -g ghost-agent-acp",
+    )
+    tui.run("/sessions", r"/switch N")
+    assert tui.output[tui.mark :].count("sess_") == 2
+    # An unknown name: the sidecar's refusal, naming the field.
+    tui.run("/new --agent nosuch", r"error: .*_meta\.agent.*'nosuch'")
+    tui.run("/new --agent", r"error: usage: /new .*--agent NAME")
+    tui.run("/help", r"/agents +the agents a session can run")

@@ -37,6 +37,9 @@
     byId("resume-session").disabled = s.live && s.status !== "error";
     byId("error-actions").hidden = s.status !== "error";
     byId("detail-model").textContent = s.model || "—";
+    const agent = store.agentShown(s);
+    byId("detail-agent").hidden = !agent;
+    byId("detail-agent").textContent = agent ? `agent: ${agent}` : "";
     renderModels(s, settable);
     const usage = s.usage || {};
     const context = state.context.get(s.sessionId);

@@ -1,5 +1,6 @@
 // The page's small dialogs: the quick switch (Ctrl+K), the new-session form (Ctrl+N) with
-// its saved MCP servers, renaming a session in place, and the delete confirmation.
+// its saved MCP servers and its agent picker, renaming a session in place, and the delete
+// confirmation.
 "use strict";
 
 (window.AcpUi = window.AcpUi || {}).dialogs = (ui) => {
@@ -64,6 +65,7 @@
     ui.toggleSidebar(true);
     form.hidden = false;
     loadSavedServers();
+    loadAgents();
     if (!form.elements.cwd.value) form.elements.cwd.value = (state.recent[0] || state.info.defaultCwd);
     byId("new-session-error").hidden = true;
     form.elements.cwd.focus();
@@ -99,20 +101,53 @@
     );
   }
 
+  // The agent picker, asked for each time the form opens (an agent installed meanwhile
+  // becomes available): builtin first and the default; one not installed stays listed,
+  // greyed, with its install command. Names and commands are drawn as text only.
+  async function loadAgents() {
+    const asked = store.agentsWanted(state);
+    const got = await ui.quietCall("agents");
+    if (store.agentsArrived(state, got, asked)) renderAgents();
+  }
+
+  function renderAgents() {
+    const select = byId("new-agent");
+    const keep = select.value;
+    select.replaceChildren(...state.agents.map((a) => el("option", {
+      value: a.name, text: store.agentLabel(a), title: a.command || "the builtin loop",
+      class: a.available ? "" : "unavailable", "data-available": String(a.available),
+    })));
+    select.value = state.agents.some((a) => a.name === keep) ? keep : "builtin";
+    showAgentNote();
+  }
+
+  // A pick that cannot run says so (and how to install it) before anything is created.
+  function showAgentNote() {
+    const note = byId("new-agent-note");
+    const problem = store.agentProblem(state, byId("new-agent").value);
+    note.textContent = problem || "";
+    note.hidden = !problem;
+    return problem;
+  }
+
   async function createSession(event) {
     event.preventDefault();
     ui.clearError();
     const form = byId("new-session-form");
     const f = form.elements;
+    const formError = byId("new-session-error");
+    formError.hidden = true;
+    if (showAgentNote()) {
+      f.agent.focus(); // not created: it would fail at once
+      return;
+    }
     const servers = [...document.querySelectorAll("[data-testid=saved-mcp] input:checked")].map((box) => ({ name: box.dataset.name, target: box.dataset.target }));
     const typed = { name: f.mcpName.value.trim(), target: f.mcpTarget.value.trim() };
     if (typed.name || typed.target) {
       servers.push(typed);
       if (f.mcpSave.checked && !(await ui.call("save_mcp_server", typed.name, typed.target))) return;
     }
-    const formError = byId("new-session-error");
-    formError.hidden = true;
-    const summary = await ui.ask("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value, servers);
+    const summary = await ui.ask("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value, servers, f.agent.value || "builtin");
     if (!summary || summary.error) {
       const e = (summary && summary.error) || { title: "Error", message: "No answer" };
       formError.textContent = `${e.title}: ${e.message}`;
@@ -126,6 +161,8 @@
     f.title.value = "";
     f.mcpName.value = f.mcpTarget.value = "";
     f.mcpSave.checked = false;
+    f.agent.value = "builtin"; // an external agent is picked each time, not carried over
+    showAgentNote();
     ui.updateSession(summary);
     await ui.select(summary.sessionId);
     // To the text box, unless an approval that came while the transcript loaded has it.
@@ -205,6 +242,7 @@
     byId("new-session").addEventListener("click", () => (form.hidden ? openNewForm() : closeNewForm()));
     byId("cancel-new").addEventListener("click", closeNewForm);
     byId("browse-folder").addEventListener("click", browseFolder);
+    byId("new-agent").addEventListener("change", showAgentNote);
     byId("quick-input").addEventListener("input", renderQuick);
     byId("quick-input").addEventListener("keydown", onQuickKey);
     byId("quick-input").addEventListener("blur", () => setTimeout(() => {

@@ -106,14 +106,22 @@
     badge(status, s.awaitingPermission ? "waiting" : s.status);
     if (s.awaitingPermission) status.textContent = "waiting for approval";
     const selected = s.sessionId === state.selected;
+    const agent = store.agentShown(s); // null for the builtin loop: nothing to say
     const item = el(
       "li",
       {
         class: "session-item", "data-testid": "session-item", "data-session-id": s.sessionId,
         role: "option", "aria-selected": String(selected), tabindex: selected || (!state.selected && !state.sessions.size) ? "0" : "-1",
-        title: `${s.title}\n${s.cwd}`, "aria-label": `${s.title}, ${s.awaitingPermission ? "waiting for approval" : s.status}`,
+        title: `${s.title}\n${s.cwd}${agent ? `\nagent: ${agent}` : ""}`,
+        "aria-label": `${s.title}, ${s.awaitingPermission ? "waiting for approval" : s.status}${agent ? `, agent ${agent}` : ""}`,
       },
-      el("div", { class: "item-row" }, el("span", { class: "item-title", text: s.title, title: s.title }), status),
+      el(
+        "div",
+        { class: "item-row" },
+        el("span", { class: "item-title", text: s.title, title: s.title }),
+        agent ? el("span", { class: "item-agent", "data-testid": "session-agent", text: agent, title: `agent: ${agent}` }) : null,
+        status,
+      ),
       el(
         "div",
         { class: "item-row" },

@@ -320,3 +320,53 @@ test("open file diffs and the rewind being confirmed are kept by the store", () 
   store.select(state, "a"); // selecting again forgets it
   assert.equal(state.rewind, null);
 });
+
+test("the agent list: builtin first and alone until the sidecar answers; a late answer is dropped", () => {
+  const state = store.createState();
+  assert.deepEqual(state.agents.map((a) => a.name), ["builtin"], "the form offers builtin before any answer");
+  const first = store.agentsWanted(state);
+  const second = store.agentsWanted(state); // the form opened again meanwhile
+  const listed = [
+    { name: "claude", command: "claude-agent-acp", available: false, install: "npm install -g @zed-industries/claude-agent-acp", source: "preset" },
+    { name: "builtin", command: "", available: true, source: "builtin" },
+    { name: "scripted", command: "python agent.py", available: true, source: "config", capabilities: { loadSession: true } },
+  ];
+  assert.equal(store.agentsArrived(state, listed, second), true);
+  assert.deepEqual(state.agents.map((a) => a.name), ["builtin", "claude", "scripted"]);
+  assert.equal(store.agentsArrived(state, [{ name: "builtin", available: true }], first), false, "an older answer");
+  assert.deepEqual(state.agents.map((a) => a.name), ["builtin", "claude", "scripted"]);
+  // A sidecar without _session/agents (no answer): builtin alone.
+  assert.equal(store.agentsArrived(state, null, store.agentsWanted(state)), true);
+  assert.deepEqual(state.agents.map((a) => a.name), ["builtin"]);
+});
+
+test("an agent not installed: listed with its install command, and what the form says instead of creating", () => {
+  const state = store.createState();
+  store.agentsArrived(state, [
+    { name: "builtin", command: "", available: true, source: "builtin" },
+    { name: "claude", command: "claude-agent-acp", available: false, install: "npm install -g @zed-industries/claude-agent-acp", source: "preset" },
+    { name: "bare", command: "no-such-cmd --acp", available: false, source: "command line" },
+    { name: "scripted", command: "python agent.py", available: true, source: "config" },
+  ], store.agentsWanted(state));
+  const byName = Object.fromEntries(state.agents.map((a) => [a.name, a]));
+  assert.equal(store.agentLabel(byName.claude), "claude — not installed: npm install -g @zed-industries/claude-agent-acp");
+  assert.equal(store.agentLabel(byName.bare), "bare — not installed");
+  assert.equal(store.agentLabel(byName.scripted), "scripted");
+  assert.equal(store.agentProblem(state, "claude"), "claude is not installed. Install it with: npm install -g @zed-industries/claude-agent-acp");
+  assert.equal(store.agentProblem(state, "bare"), "bare is not installed. Its command (no-such-cmd --acp) was not found.");
+  assert.equal(store.agentProblem(state, "scripted"), null);
+  assert.equal(store.agentProblem(state, "builtin"), null);
+  assert.equal(byName.scripted.install, "", "an install hint only while not installed");
+});
+
+test("a session's agent: kept from its summary through pushes and lists, shown unless builtin", () => {
+  const state = withSessions(summary("a", { agent: "scripted" }), summary("b", { agent: "builtin" }), summary("c"));
+  assert.equal(store.agentShown(state.sessions.get("a")), "scripted");
+  assert.equal(store.agentShown(state.sessions.get("b")), null);
+  assert.equal(store.agentShown(state.sessions.get("c")), null, "a summary without one: builtin");
+  store.pushedState(state, summary("a", { agent: "scripted", status: "running" }), NOW);
+  store.learn(state, { sessionId: "a", title: "renamed" }); // a partial summary keeps the agent
+  assert.equal(state.sessions.get("a").agent, "scripted");
+  store.pushedState(state, summary("new", { agent: "codex" }), NOW); // created elsewhere
+  assert.equal(store.agentShown(state.sessions.get("new")), "codex");
+});
