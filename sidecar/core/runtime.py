@@ -248,8 +248,10 @@ class SessionRuntime:
             # arrived after it released everything.
             await self._release()
             raise InvalidState(f"session {self.session_id} was closed while starting")
-        # In the background: a slow server does not hold the session up.
-        self.mcp.start(self._announce_mcp)
+        # In the background: a slow server does not hold the session up. An external
+        # agent connects to the session's MCP servers itself (they were given to it).
+        if self.engine.uses_provider:
+            self.mcp.start(self._announce_mcp)
         self.checkpoints.start_opening(self.record.turns)
         note = None if started.note is None else MarkerEntry(MarkerKind.AGENT, started.note)
         if started.agent_session != self.record.agent_session:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -270,7 +271,8 @@ class ExternalEngine:
         if stored is not None and first_of_fork:
             if session_caps is not None and session_caps.fork is not None:
                 forked = await self._call(
-                    conn.fork_session(cwd=host.cwd, session_id=stored), "session/fork"
+                    conn.fork_session(cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()),
+                    "session/fork",
                 )
                 self._settings_from(forked)
                 return EngineStart(forked.session_id)
@@ -278,7 +280,10 @@ class ExternalEngine:
             try:
                 if session_caps is not None and session_caps.resume is not None:
                     resumed = await self._call(
-                        conn.resume_session(cwd=host.cwd, session_id=stored), "session/resume"
+                        conn.resume_session(
+                            cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
+                        ),
+                        "session/resume",
                     )
                     self._settings_from(resumed)
                     return EngineStart(stored)
@@ -289,7 +294,9 @@ class ExternalEngine:
                     raise
                 # It refused (its own store lost the session, say): start afresh, noted.
                 log.warning("agent %s: cannot continue session %s: %s", self.name, stored, exc)
-        opened = await self._call(conn.new_session(cwd=host.cwd, mcp_servers=[]), "session/new")
+        opened = await self._call(
+            conn.new_session(cwd=host.cwd, mcp_servers=self._mcp()), "session/new"
+        )
         self._settings_from(opened)
         note = None
         if record.turns > 0:  # a resume, a fork, an import: there was a conversation
@@ -306,13 +313,21 @@ class ExternalEngine:
             if self._client is not None:
                 self._client.session_id = stored
             loaded = await self._call(
-                self._conn_or_fail().load_session(cwd=host.cwd, session_id=stored),
+                self._conn_or_fail().load_session(
+                    cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
+                ),
                 "session/load",
             )
             self._settings_from(loaded)
         finally:
             relay.replaying = False
         return EngineStart(stored)
+
+    def _mcp(self) -> list[Any]:
+        """The session's MCP servers, as its client gave them (ACP's own shapes, checked
+        by the edge): the agent connects to them itself, inside its sandbox."""
+        servers = json.loads(self._record.mcp_servers or "[]")
+        return servers if isinstance(servers, list) else []
 
     def _settings_from(self, response: Any) -> None:
         if response is None:
@@ -397,6 +412,9 @@ class ExternalEngine:
         if process.returncode is not None:
             raise AgentFailed(f"agent {self.name!r} is not running: {process.describe_exit()}")
         self._cancel_sent = None
+        # The turn's before-snapshot now: an agent changes files with its own tools, when
+        # it likes, without asking us (its changes are the turn's, for changes and rewind).
+        await host.before_tool_call()
         block = schema.TextContentBlock(type="text", text=prompt)
         asked = asyncio.ensure_future(conn.prompt(session_id=session, prompt=[block]))
         try:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from protocol.values import Sandbox
 from sidecar.agent.engine import BuiltinEngine, Engine, EngineStart
@@ -35,6 +36,7 @@ from sidecar.agent.outcome import TurnOutcome
 from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.errors import AgentFailed
 from sidecar.domain.records import SessionRecord
+from sidecar.domain.redaction import SECRETS
 
 Contain = Callable[[Sequence[str], Sequence[str], str, Sandbox], list[str]]
 log = logging.getLogger(__name__)
@@ -116,6 +118,7 @@ def launch_for(
         home = _home(defn, session_id, settings)
     except (AgentConfigError, OSError) as exc:
         return str(exc)
+    _mask_secrets(env.keys() - base_environment(settings.environ).keys(), env)
     env["HOME"] = home
     writable = writable_paths(defn, home)
     if defn.isolated_home:
@@ -127,6 +130,20 @@ def launch_for(
         settings.start_timeout,
         settings.interrupt_grace,
     )
+
+
+_SECRET_WORDS: Final = ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "CREDENTIAL")
+_masked: set[str] = set()
+
+
+def _mask_secrets(names: Iterable[str], env: Mapping[str, str]) -> None:
+    """Values an agent is given under a secret-looking name are masked in every log line
+    from now on (an agent may print its own key on stderr, which the log keeps)."""
+    for name in names:
+        value = env[name]
+        if any(word in name.upper() for word in _SECRET_WORDS) and value not in _masked:
+            _masked.add(value)
+            SECRETS.add(value)
 
 
 class Engines:
