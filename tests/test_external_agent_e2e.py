@@ -522,3 +522,30 @@ async def test_prewarm_hands_a_ready_process_to_the_next_session_in_the_same_pla
     finally:
         assert await sidecar.close() == 0
     assert await gone(setup) == []  # the warm process too
+
+
+async def test_the_sessions_mcp_servers_are_given_to_the_agent(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("scripted")
+    sidecar = await start(tmp_path / "data", setup)
+    servers = [{"name": "time", "command": "mcp-server-time", "args": [], "env": []}]
+    try:
+        opened = await sidecar.call(
+            "session/new",
+            {"cwd": str(workspace), "mcpServers": servers, "_meta": {"agent": "scripted"}},
+        )
+        new = [e for e in setup.received("scripted") if e.get("method") == "session/new"]
+        assert new[-1]["params"]["mcpServers"] == servers
+        await sidecar.call("session/close", {"sessionId": opened["sessionId"]})
+        await sidecar.call(
+            "session/resume", {"sessionId": opened["sessionId"], "cwd": str(workspace)}
+        )
+        again = [
+            e
+            for e in setup.received("scripted")
+            if e.get("method") in ("session/resume", "session/load")
+        ]
+        assert again[-1]["params"]["mcpServers"] == servers
+    finally:
+        await sidecar.close()
