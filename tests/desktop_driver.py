@@ -1122,6 +1122,11 @@ def keyboard(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     )
     key(page, "Enter", page.el("quick-input"))
     page.wait(f"{page.el('detail-id')}.innerText === '{alpha}'", "Alpha selected")
+    # The quick switch ends by focusing the prompt, once the selection is complete: wait
+    # for that too, or its focus lands after the arrow keys below moved it.
+    page.wait(
+        f"document.activeElement === {page.el('prompt-input')}", "the prompt focused after Enter"
+    )
     seen["quick_closed"] = not page.visible("quick-switch")
     # Arrows in the sidebar.
     page.js(f"{page.item_el(alpha)}.focus()")
