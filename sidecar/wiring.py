@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from protocol.values import Sandbox
+from sidecar.acp import preload
 from sidecar.acp.extensions import ExtensionHandlers
 from sidecar.acp.handlers import AcpHandlers
 from sidecar.acp.initialize import ClientOptions
@@ -73,6 +74,7 @@ def agent_settings(config: Config, probed: sandbox.SandboxStatus) -> AgentSettin
         homes=config.data_dir / "agent-homes",
         prewarm=config.prewarm,
         contain=contain,
+        load_acp=preload.ACP.ensure,
     )
 
 

@@ -23,6 +23,7 @@ from sidecar.core.events import Event, EventHub
 from sidecar.core.leases import Leases
 from sidecar.core.manager import ManagerDeps, NewSession, SessionManager
 from sidecar.core.runtime import RuntimeDeps
+from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
@@ -57,6 +58,12 @@ class ScriptedEngine:
     @property
     def uses_provider(self) -> bool:
         return False  # it runs no model of the host's: the runtime makes it no provider
+
+    def options(self) -> tuple[AgentOption, ...]:
+        return ()
+
+    async def set_option(self, option_id: str, value: str) -> None:
+        raise AssertionError("no options to set")
 
     async def start(self, host: EngineHost) -> EngineStart:
         assert host.cwd  # the session's, before any turn

@@ -14,12 +14,11 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from protocol.values import Sandbox
 from sidecar.agent.engine import BuiltinEngine, Engine, EngineStart
 from sidecar.agent.external.catalog import AgentCatalog
-from sidecar.agent.external.client import HostClient
 from sidecar.agent.external.definitions import (
     BUILTIN,
     AgentConfigError,
@@ -29,14 +28,16 @@ from sidecar.agent.external.definitions import (
     find_command,
     writable_paths,
 )
-from sidecar.agent.external.engine import ExternalEngine, Launch, start_agent
-from sidecar.agent.external.prewarm import Place, Prewarmer, WarmAgent
 from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.errors import AgentFailed
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.redaction import SECRETS
+
+if TYPE_CHECKING:  # the modules that import ACP's SDK, imported once it is loaded
+    from sidecar.agent.external.engine import Launch
+    from sidecar.agent.external.prewarm import Place, Prewarmer, WarmAgent
 
 Contain = Callable[[Sequence[str], Sequence[str], str, Sandbox], list[str]]
 log = logging.getLogger(__name__)
@@ -55,6 +56,9 @@ class AgentSettings:
     # dirs), for a cwd and mode; None: nothing is prewarmed.
     contain: Contain | None = None
     first_cwd: str = field(default_factory=os.getcwd)  # a warm process's place at first
+    # Loads ACP's SDK (sidecar/acp/preload.py: once, in one thread, lean) before the
+    # modules that use it are imported: an external agent's engine, the warm processes.
+    load_acp: Callable[[], None] = lambda: None
 
 
 class UnstartableEngine:
@@ -110,6 +114,9 @@ def launch_for(
     defn: AgentDefinition, settings: AgentSettings, session_id: str | None
 ) -> Launch | str:
     """How to start `defn` (for this session, or for a warm process: None), or why not."""
+    settings.load_acp()
+    from sidecar.agent.external.engine import Launch
+
     program = find_command(defn, settings.environ.get("PATH"))
     if program is None:
         return not_installed(defn)
@@ -156,6 +163,9 @@ class Engines:
         self.prewarmer: Prewarmer | None = None
         names = frozenset(n for n in settings.prewarm if self._warmable(n))
         if names and settings.contain is not None:
+            settings.load_acp()
+            from sidecar.agent.external.prewarm import Prewarmer
+
             self.prewarmer = Prewarmer(names, self._start_warm, settings.first_cwd)
 
     def _warmable(self, name: str) -> bool:
@@ -168,6 +178,11 @@ class Engines:
         return True
 
     async def _start_warm(self, place: Place) -> WarmAgent:
+        # Imported here, once ACP's SDK is loaded (launch_for loads it): see load_acp.
+        from sidecar.agent.external.client import HostClient
+        from sidecar.agent.external.engine import start_agent
+        from sidecar.agent.external.prewarm import WarmAgent
+
         defn = self._catalog.get(place.agent)
         launch = launch_for(defn, self._settings, None)
         if isinstance(launch, str):
@@ -193,6 +208,9 @@ class Engines:
         launch = launch_for(defn, self._settings, record.session_id)
         if isinstance(launch, str):
             return UnstartableEngine(defn.name, launch)
+        self._settings.load_acp()
+        from sidecar.agent.external.engine import ExternalEngine
+
         return ExternalEngine(
             defn, record, launch, remember=catalog.remember, prewarm=self.prewarmer
         )
