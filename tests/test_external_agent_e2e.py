@@ -549,3 +549,20 @@ async def test_the_sessions_mcp_servers_are_given_to_the_agent(
         assert again[-1]["params"]["mcpServers"] == servers
     finally:
         await sidecar.close()
+
+
+async def test_a_killed_sidecar_leaves_no_agent_behind(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("stubborn", ignore_eof="1", ignore_term="1")
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        sid = (await sidecar.new_session(workspace, agent="stubborn"))["sessionId"]
+        pidfile = tmp_path / "agents" / "agent-state" / "daemon.pid"
+        await sidecar.prompt(sid, f"daemon {pidfile}")
+        assert setup.alive()
+    finally:
+        sidecar.sigkill()
+        await sidecar.wait_exit()
+    # No code of the sidecar ran: bwrap's --die-with-parent and the watchdog did it.
+    assert await gone(setup) == []

@@ -107,9 +107,12 @@ async def process_exited(pid: int) -> None:
         await asyncio.sleep(0.05)
 
 
-# Reads its stdin until EOF, which comes only when the sidecar's end closes: the sidecar
-# died (even by SIGKILL, when nothing of ours can run). Then it kills the command's group.
-_WATCHDOG = 'read -r _ignored; kill -s KILL -- "-$1" 2>/dev/null; exit 0'
+# Reads the group id, then its stdin until EOF, which comes only when the sidecar's end
+# closes: the sidecar died (even by SIGKILL, when nothing of ours can run). Then it kills
+# the group. EOF before a group id: the sidecar died before the command began.
+_WATCHDOG = (
+    'read -r group || exit 0; read -r _ignored; kill -s KILL -- "-$group" 2>/dev/null; exit 0'
+)
 
 
 class Watchdog:
@@ -117,30 +120,44 @@ class Watchdog:
 
     Cleanup on cancel, close and exit is ours (staged, in `stop_group`); this covers the
     one case where no code of ours runs. It is a tiny `sh` outside the group, fed by a
-    pipe whose only writer is the sidecar.
+    pipe whose only writer is the sidecar. It is started before the command and told the
+    group right after the spawn (one write): a sidecar killed in between leaves a group
+    unwatched for that moment only, not for the time a second spawn takes.
     """
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self._process = process
 
     @classmethod
+    async def start(cls) -> Watchdog:
+        """Ready to watch a group not yet spawned (`arm` it with the group's id)."""
+        return cls(await cls._spawn())
+
+    @classmethod
     async def watch(cls, pgid: int) -> Watchdog:
-        """Start watching; if even that fails (no processes or descriptors left), the
-        group is killed at once rather than left unwatched."""
+        """Start watching a group already spawned; if even that fails (no processes or
+        descriptors left), the group is killed at once rather than left unwatched."""
         try:
-            return cls(await cls._spawn(pgid))
+            watchdog = await cls.start()
         except BaseException:
             signal_group(pgid, signal.SIGKILL)
             raise
+        watchdog.arm(pgid)
+        return watchdog
+
+    def arm(self, pgid: int) -> None:
+        """The group to kill if the sidecar dies (written at once: a pipe with room)."""
+        stdin = self._process.stdin
+        assert stdin is not None
+        stdin.write(f"{pgid}\n".encode())
 
     @staticmethod
-    async def _spawn(pgid: int) -> asyncio.subprocess.Process:
+    async def _spawn() -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
             "sh",
             "-c",
             _WATCHDOG,
             "watchdog",
-            str(pgid),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,

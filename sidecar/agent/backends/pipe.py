@@ -45,16 +45,21 @@ async def run_command(
 ) -> CommandResult:
     """Run to the end (or the timeout). `output` is the caller's: cancelled, the output so
     far is still in it."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
+    watchdog = await Watchdog.start()  # before the command: see Watchdog
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        await watchdog.dismiss()
+        raise
     pgid = proc.pid  # start_new_session: the leader's pid is the group id
-    watchdog = await Watchdog.watch(pgid)
+    watchdog.arm(pgid)
 
     async def pump() -> None:
         assert proc.stdout is not None

@@ -66,12 +66,17 @@ async def run_command_pty(
     output: CommandOutput,
 ) -> CommandResult:
     env = {**os.environ, "TERM": TERM, "COLUMNS": str(terminal.cols), "LINES": str(terminal.rows)}
-    process = PtyProcess.spawn(
-        list(argv), cwd=cwd, env=env, dimensions=(terminal.rows, terminal.cols)
-    )
+    watchdog = await Watchdog.start()  # before the command: see Watchdog
+    try:
+        process = PtyProcess.spawn(
+            list(argv), cwd=cwd, env=env, dimensions=(terminal.rows, terminal.cols)
+        )
+    except BaseException:
+        await watchdog.dismiss()
+        raise
     terminal._running.add(process)
     pgid = process.pid  # the child called setsid(): it leads its own group
-    watchdog = await Watchdog.watch(pgid)
+    watchdog.arm(pgid)
     loop = asyncio.get_running_loop()
     eof = loop.create_future()
     os.set_blocking(process.fd, False)

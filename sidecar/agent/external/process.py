@@ -19,6 +19,8 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from sidecar.agent.backends.groups import Watchdog
+
 log = logging.getLogger(__name__)
 
 STDERR_LINES: Final = 40  # the tail kept for an error message
@@ -31,9 +33,12 @@ TERM_GRACE: Final = 2.0  # then after SIGTERM, before SIGKILL
 class AgentProcess:
     """One running agent (one runtime generation's)."""
 
-    def __init__(self, name: str, process: asyncio.subprocess.Process) -> None:
+    def __init__(
+        self, name: str, process: asyncio.subprocess.Process, watchdog: Watchdog | None = None
+    ) -> None:
         self.name = name
         self._process = process
+        self._watchdog = watchdog  # kills the group if the sidecar dies (even mid-spawn)
         self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._stderr = asyncio.create_task(self._read_stderr(), name=f"agent {name} stderr")
         self._stopping: asyncio.Task[None] | None = None
@@ -44,17 +49,23 @@ class AgentProcess:
     ) -> AgentProcess:
         """Start `argv` (already wrapped in the sandbox) as a new session's leader. Raises
         OSError when it cannot start (a missing bwrap or program, no processes left)."""
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=cwd,
-            env=dict(env),
-            start_new_session=True,
-            limit=READ_LIMIT,
-        )
-        return cls(name, process)
+        watchdog = await Watchdog.start()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env),
+                start_new_session=True,
+                limit=READ_LIMIT,
+            )
+        except BaseException:
+            await watchdog.dismiss()
+            raise
+        watchdog.arm(process.pid)
+        return cls(name, process, watchdog)
 
     @property
     def pid(self) -> int:
@@ -132,6 +143,8 @@ class AgentProcess:
         # The outer bwrap is gone; with --die-with-parent its namespace goes with it. A
         # leftover in the group (never reached: all of it is in the namespace) is killed.
         self._signal_group(signal.SIGKILL)
+        if self._watchdog is not None:
+            await self._watchdog.dismiss()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait([self._stderr], timeout=1.0)
         if not self._stderr.done():
