@@ -10,12 +10,15 @@ running, resume of its own session, and every fault the issue lists.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from external_agents import AgentSetup
 from harness import Sidecar, allow_once
@@ -566,3 +569,103 @@ async def test_a_killed_sidecar_leaves_no_agent_behind(
         await sidecar.wait_exit()
     # No code of the sidecar ran: bwrap's --die-with-parent and the watchdog did it.
     assert await gone(setup) == []
+
+
+async def test_an_agents_permission_request_is_answered_over_http_and_always_becomes_a_rule(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("scripted")
+    sidecar = await start(tmp_path / "data", setup)
+    never: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def silent(params: dict[str, Any]) -> Any:
+        return await never  # the stdio client never answers: the HTTP one does
+
+    try:
+        sid = (await sidecar.new_session(workspace, agent="scripted"))["sessionId"]
+        url, token = await sidecar.endpoint(sid)
+        sidecar.answer_permission = silent
+        turn = sidecar.prompt_task(sid, "write a.txt one")
+        for _ in range(400):
+            if sidecar.asked:
+                break
+            await asyncio.sleep(0.05)
+        call_id = sidecar.asked[0]["toolCall"]["toolCallId"]
+        waiting = (await sidecar.status(sid))["awaitingPermission"]
+        assert waiting["toolCallId"] == call_id and waiting["title"] == "Write a.txt"
+        async with aiohttp.ClientSession() as http:
+            async with http.post(
+                f"{url}/agent/permissions",
+                json={"toolCallId": call_id, "optionId": "allow_always"},
+                headers={"Authorization": f"Bearer {token}"},
+            ) as response:
+                assert response.status == 200, await response.text()
+        assert (await asyncio.wait_for(turn, 20))["stopReason"] == "end_turn"
+        assert (workspace / "a.txt").read_text() == "one"
+        assert (await sidecar.status(sid))["awaitingPermission"] is None
+        # The "always" became one of OUR rules; the agent is told "once" (were it to keep
+        # an "always" of its own, a rule the user later removes here would not bind it).
+        answers = [e for e in setup.received("scripted") if e.get("response_to")]
+        assert any("yes-once" in str(e.get("result")) for e in answers), answers
+        assert not any("yes-always" in str(e.get("result")) for e in answers), answers
+        rules = (await sidecar.call("_session/permissions", {"sessionId": sid}))["rules"]
+        assert rules, "an always answer is a durable rule"
+        # The same request again: the rule answers, nobody is asked.
+        asked_before = len(sidecar.asked)
+        await asyncio.wait_for(sidecar.prompt(sid, "write a.txt two"), 20)
+        assert (workspace / "a.txt").read_text() == "two"
+        assert len(sidecar.asked) == asked_before
+    finally:
+        never.cancel()
+        await sidecar.close()
+
+
+async def test_an_agent_that_can_only_load_is_loaded_and_its_replay_not_stored_twice(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("loader", caps="load")
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        sid = (await sidecar.new_session(workspace, agent="loader"))["sessionId"]
+        await sidecar.prompt(sid, "say remembered")
+        before = (await sidecar.messages(sid))["total"]
+        shown_before = len(sidecar.updates(sid, "agent_message_chunk"))
+    finally:
+        await sidecar.close()
+    # Restarted: the record keeps the agent and the agent's session id.
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        status = await sidecar.status(sid)
+        assert status["agent"] == "loader"
+        await sidecar.call("session/resume", {"sessionId": sid, "cwd": str(workspace)})
+        assert "session/load" in setup.methods("loader")
+        # The agent replayed its history (user and agent chunks): not relayed, not stored.
+        assert (await sidecar.messages(sid))["total"] == before
+        assert len(sidecar.updates(sid, "agent_message_chunk")) == 0 <= shown_before
+        result = await sidecar.prompt(sid, "say after load")
+        assert result["stopReason"] == "end_turn"
+    finally:
+        await sidecar.close()
+
+
+async def test_an_isolated_home_is_the_agents_own_and_writable(
+    tmp_path: Path, workspace: Path
+) -> None:
+    agents = tmp_path / "agents.toml"
+    script = Path(__file__).resolve().parent / "agents" / "scripted_agent.py"
+    agents.write_text(
+        "[agents.homed]\n"
+        f"command = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]\n"
+        "isolated_home = true\n"
+    )
+    sidecar = await Sidecar.start(tmp_path / "data", "--agents-file", str(agents))
+    try:
+        sid = (await sidecar.new_session(workspace, agent="homed", approval="auto"))["sessionId"]
+        home = tmp_path / "data" / "agent-homes" / sid
+        await sidecar.prompt(sid, f"shell-write {home}/state.txt kept")
+        assert (home / "state.txt").read_text() == "kept"
+        # Its home is its own: the rest of the data dir stays hidden from it.
+        await sidecar.prompt(sid, f"shell-write {tmp_path / 'data'}/planted.txt x")
+        assert not (tmp_path / "data" / "planted.txt").exists()
+    finally:
+        await sidecar.close()
