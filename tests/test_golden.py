@@ -28,16 +28,19 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from external_agents import AgentSetup
 from harness import INITIALIZE, Sidecar
 
 from desktop.client import RpcError
 from protocol.methods import ACP_METHODS, EXTENSION_METHODS, Method
 
+REPO = str(Path(__file__).resolve().parent.parent)
 GOLDEN = Path(__file__).resolve().parent / "golden"
 METHODS_DIR = GOLDEN / "methods"
 NOTIFICATIONS_DIR = GOLDEN / "notifications"
@@ -82,6 +85,7 @@ class Normaliser:
 
     def text(self, value: str) -> str:
         value = value.replace(self.workspace, "<workspace>").replace(self.tmp, "<tmp>")
+        value = value.replace(sys.executable, "<python>").replace(REPO, "<repo>")
         value = SESSION_ID.sub(lambda m: self._id("session", m.group(0)), value)
         value = UUID.sub(lambda m: self._id("id", m.group(0)), value)
         value = CALL_ID.sub(lambda m: self._id("call", m.group(0)), value)
@@ -165,7 +169,8 @@ async def scenario(tmp: Path) -> dict[str, Any]:
 
 async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
     (workspace / "README.md").write_text("golden\n")
-    sidecar = await Sidecar.start(tmp / "data")
+    agents = AgentSetup(tmp / "agents").add("scripted")  # an external agent's session too
+    sidecar = await Sidecar.start(tmp / "data", *agents.args())
     rec = Recorder(sidecar)
     http = aiohttp.ClientSession()
     sse: list[tuple[str, Any]] = []
@@ -217,7 +222,19 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.ARCHIVE, {"sessionId": forked["sessionId"], "archived": True})
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": forked["sessionId"]})
         await rec.call(Method.SESSION_DELETE, {"sessionId": forked["sessionId"]})
-        await rec.call(Method.AGENTS, {})  # presets only, none installed on the test machine
+        # An external agent's turn: what only an engine other than ours sends (a plan, a
+        # thought, the agent's own commands and options).
+        external = await sidecar.new_session(workspace, agent="scripted", approval="auto")
+        await sidecar.prompt(
+            external["sessionId"], "think pondering\nplan one | two\ncommands\nsay done"
+        )
+        await sidecar.call(
+            Method.SESSION_SET_CONFIG_OPTION,
+            {"sessionId": external["sessionId"], "configId": "agent.model", "value": "smart"},
+        )
+        await sidecar.call(Method.SESSION_CLOSE, {"sessionId": external["sessionId"]})
+        # The presets (none installed on a test machine) and the scripted agent.
+        await rec.call(Method.AGENTS, {})
         await rec.call(Method.SHUTDOWN, {})
     finally:
         if reading is not None:
@@ -292,6 +309,8 @@ def test_every_notification_kind_has_a_golden_file() -> None:
             "current_mode_update",
             "config_option_update",
             "available_commands_update",
+            "agent_thought_chunk",
+            "plan",
         )
     ]
     kinds += [file_name(m) for m in (Method.STATE, Method.TURN_CHANGES, Method.REQUEST_PERMISSION)]
