@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from protocol.values import Approval, Backend, Mode, RewindScope, Sandbox, Status
 
@@ -253,6 +254,58 @@ class ListMeta(StrictParams):
     # word, as a word prefix, in the title or transcript text. Empty: no filter.
     query: Annotated[str, Field(max_length=1000)] | None = None
     archived: StrictBool = False  # true: only archived sessions (false: only the others)
+
+
+def _meta_object(value: Any) -> Any:
+    """`_meta` absent or null reads as no keys (our defaults); anything else must be an
+    object, refused by its name (`Invalid params: _meta: must be an object`)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PydanticCustomError("object", "must be an object")
+    return value
+
+
+class _WithMeta(StrictParams):
+    """ACP's params of a method and our keys inside `params._meta`, in one model: the
+    params' own errors come first (they are its first fields), then `_meta`'s, named
+    `_meta.<key>`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _meta_by_its_wire_name(cls, data: Any) -> Any:
+        # populate_by_name would read a key `meta` as `_meta`: to a client it is an
+        # unknown key, ignored like any other.
+        if isinstance(data, dict) and "meta" in data:
+            return {key: value for key, value in data.items() if key != "meta"}
+        return data
+
+
+class NewSessionWithMeta(NewSessionParams, _WithMeta):
+    """`session/new` as read: ACP's params (NewSessionParams, pinned to ACP's) and our
+    `_meta` keys. `mcp_servers` holds the client's list as sent (stored verbatim)."""
+
+    meta: Annotated[NewSessionMeta, BeforeValidator(_meta_object)] = Field(
+        default_factory=NewSessionMeta, alias="_meta"
+    )
+
+
+class ListSessionsWithMeta(ListSessionsParams, _WithMeta):
+    """`session/list` as read: ACP's params and our `_meta` keys."""
+
+    meta: Annotated[ListMeta, BeforeValidator(_meta_object)] = Field(
+        default_factory=ListMeta, alias="_meta"
+    )
+
+
+class SetPermissionsParams(StrictParams):
+    session_id: SessionId
+    # As given: `sidecar.domain.rules.parse_rules` checks them and names what is wrong.
+    rules: Any = None
+
+
+class ShutdownParams(StrictParams):
+    """`_sidecar/shutdown` reads nothing (any keys are ignored, as they always were)."""
 
 
 class ArchiveParams(StrictParams):

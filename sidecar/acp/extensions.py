@@ -25,12 +25,14 @@ from protocol.models import (
     RenameParams,
     ResizeParams,
     RewindParams,
+    SetPermissionsParams,
+    ShutdownParams,
     StatusParams,
 )
 from protocol.values import Status, StopReason
 from sidecar.acp import preload
 from sidecar.acp.permissions import request_params
-from sidecar.acp.routes import RAW, Params, Route, handlers
+from sidecar.acp.routes import Params, Route, handlers
 from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import SidecarCommand
 from sidecar.acp.updates import session_update
@@ -136,7 +138,7 @@ class ExtensionHandlers:
             Route(Method.HTTP, Params(StatusParams), self.http),
             Route(Method.RENAME, Params(RenameParams), self.rename),
             Route(Method.PERMISSIONS, Params(StatusParams), self.permissions),
-            Route(Method.SET_PERMISSIONS, RAW, self.set_permissions),
+            Route(Method.SET_PERMISSIONS, Params(SetPermissionsParams), self.set_permissions),
             Route(Method.MCP_RECONNECT, Params(McpReconnectParams), self.reconnect_mcp),
             Route(Method.CHANGES, Params(ChangesParams), self.changes),
             Route(Method.OUTPUT, Params(OutputParams), self.output),
@@ -144,7 +146,7 @@ class ExtensionHandlers:
             Route(Method.ARCHIVE, Params(ArchiveParams), self.archive),
             Route(Method.EXPORT, Params(ExportParams), self.export),
             Route(Method.IMPORT, Params(ImportParams), self.import_session),
-            Route(Method.SHUTDOWN, RAW, self.shutdown),
+            Route(Method.SHUTDOWN, Params(ShutdownParams), self.shutdown),
             Route(Method.AGENTS, Params(AgentsParams), self.list_agents),
         ]
 
@@ -294,10 +296,9 @@ class ExtensionHandlers:
             ],
         }
 
-    async def set_permissions(self, params: dict[str, Any]) -> dict[str, Any]:
-        """RAW: the rules are read as given (`parse_rules` names what is wrong in them)."""
-        request = StatusParams.model_validate(params)
-        rules = parse_rules(params.get("rules"))
+    async def set_permissions(self, request: SetPermissionsParams) -> dict[str, Any]:
+        """The rules come as given: `parse_rules` names what is wrong in them."""
+        rules = parse_rules(request.rules)
         stored = await self.manager.settings.set_rules(request.session_id, rules)
         return {"rules": [rule.to_wire() for rule in stored]}
 
@@ -361,6 +362,7 @@ class ExtensionHandlers:
         infos = await asyncio.to_thread(self.agents.infos)  # PATH lookups: the disk
         return {"agents": [agent_info(info) for info in infos]}
 
-    async def shutdown(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def shutdown(self, request: ShutdownParams) -> dict[str, Any]:
+        del request
         self.request_shutdown()
         return {}

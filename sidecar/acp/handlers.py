@@ -6,9 +6,11 @@ request, calls the manager with typed values, and shapes the result. No session 
 lives here.
 
 `session/new` and `session/list`, the requests every client sends first, read their
-params with models of ours that `tests/test_protocol_methods.py` pins to ACP's (as do
-the other RAW routes, which keep the client's `mcpServers` as sent): those first
-requests are answered while ACP's schema is still loading (sidecar/app.py).
+params with models of ours (protocol/models.py, ACP's fields pinned by
+`tests/test_protocol_methods.py`, and our `_meta` keys): those first requests are
+answered while ACP's schema is still loading (sidecar/app.py). `session/load`, `resume`
+and `fork` read ACP's models and keep the client's `mcpServers` as sent beside them
+(session_params.py): the store keeps that list verbatim.
 """
 
 from __future__ import annotations
@@ -19,15 +21,12 @@ import math
 import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import ValidationError
-
-from protocol.errors import ProtocolError
 from protocol.methods import Method
-from protocol.models import ListMeta, ListSessionsParams, NewSessionMeta, NewSessionParams
+from protocol.models import ListSessionsWithMeta, NewSessionWithMeta
 from protocol.values import Approval, Mode, Sandbox, available_modes
 from sidecar.acp import preload
 from sidecar.acp.extensions import ExtensionHandlers
-from sidecar.acp.routes import RAW, Params, Route, handlers
+from sidecar.acp.routes import Params, Route, handlers
 from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import (
     APPROVAL,
@@ -39,6 +38,7 @@ from sidecar.acp.session_config import (
     parse_mode,
     sidecar_command,
 )
+from sidecar.acp.session_params import ForkParams, LoadParams, ResumeParams, SentServers
 from sidecar.acp.updates import replay_notifications, session_update
 from sidecar.agent.external.catalog import AgentCatalog
 from sidecar.agent.mcp import InvalidServers, parse_servers
@@ -73,26 +73,17 @@ def _modes(view: SessionView) -> dict[str, Any]:
     return {"currentModeId": view.record.mode.value, "availableModes": available_modes()}
 
 
-def _meta(params: dict[str, Any]) -> dict[str, Any]:
-    meta = params.get("_meta")
-    if meta is None:
-        return {}
-    if not isinstance(meta, dict):
-        raise InvalidInput("_meta", "must be an object")
-    return meta
-
-
-def mcp_definitions(params: dict[str, Any], *, keep_when_empty: bool) -> str | None:
-    """The client's `mcpServers`, validated, as stored (JSON; env and headers included: the
-    store is private). None: keep what the session has (an empty list on resume/load/fork)."""
-    raw = params.get("mcpServers")
-    if raw is None or (keep_when_empty and raw == []):
+def mcp_definitions(sent: SentServers, *, keep_when_empty: bool) -> str | None:
+    """The client's `mcpServers` as sent, validated, as stored (JSON; env and headers
+    included: the store is private). None: keep what the session has (an empty list on
+    resume/load/fork)."""
+    if sent is None or (keep_when_empty and sent == []):
         return None
     try:
-        parse_servers(raw)
+        parse_servers(sent)
     except InvalidServers as exc:
         raise InvalidInput(exc.field, exc.reason) from None
-    return json.dumps(raw)
+    return json.dumps(sent)
 
 
 def _absolute(field: str, path: str) -> str:
@@ -203,12 +194,15 @@ class AcpHandlers:
         return options
 
     def routes(self) -> list[Route[Any]]:
-        """ACP's methods but `initialize` (sidecar/acp/initialize.py answers that). RAW:
-        the methods that store the client's `mcpServers` as sent, or read `_meta`."""
+        """ACP's methods but `initialize` (sidecar/acp/initialize.py answers that)."""
         return [
-            Route(Method.SESSION_NEW, RAW, self.session_new),
-            Route(Method.SESSION_LOAD, RAW, self.session_load),
-            Route(Method.SESSION_RESUME, RAW, self.session_resume),
+            Route(
+                Method.SESSION_NEW,
+                Params(NewSessionWithMeta, defaults={"mcpServers": []}),
+                self.session_new,
+            ),
+            Route(Method.SESSION_LOAD, Params(LoadParams), self.session_load),
+            Route(Method.SESSION_RESUME, Params(ResumeParams), self.session_resume),
             Route(
                 Method.SESSION_CLOSE,
                 Params["CloseSessionRequest"]("CloseSessionRequest"),
@@ -219,8 +213,8 @@ class AcpHandlers:
                 Params["DeleteSessionRequest"]("DeleteSessionRequest"),
                 self.session_delete,
             ),
-            Route(Method.SESSION_LIST, RAW, self.session_list),
-            Route(Method.SESSION_FORK, RAW, self.session_fork),
+            Route(Method.SESSION_LIST, Params(ListSessionsWithMeta), self.session_list),
+            Route(Method.SESSION_FORK, Params(ForkParams), self.session_fork),
             Route(
                 Method.SESSION_PROMPT, Params["PromptRequest"]("PromptRequest"), self.session_prompt
             ),
@@ -246,15 +240,8 @@ class AcpHandlers:
     def table(self) -> dict[str, Handler]:
         return handlers(self.routes())
 
-    async def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
-        params = {"mcpServers": [], **params}
-        request = NewSessionParams.model_validate(params)
-        try:
-            meta = NewSessionMeta.model_validate(_meta(params))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            field = "_meta." + ".".join(str(p) for p in first["loc"])
-            raise ProtocolError.invalid_params(field, first["msg"]) from None
+    async def session_new(self, request: NewSessionWithMeta) -> dict[str, Any]:
+        meta = request.meta
         if not self.agents.knows(meta.agent):
             known = ", ".join(self.agents.names())
             raise InvalidInput("_meta.agent", f"unknown agent {meta.agent!r} (known: {known})")
@@ -265,28 +252,21 @@ class AcpHandlers:
             meta.title,
             meta.approval,
             meta.sandbox,
-            mcp_definitions(params, keep_when_empty=False) or "[]",
+            mcp_definitions(request.mcp_servers, keep_when_empty=False) or "[]",
             meta.agent,
         )
         view = await self.manager.create(spec)
         return {"sessionId": view.session_id, **await self._opened(view)}
 
-    async def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import ResumeSessionRequest
-
-        request = ResumeSessionRequest.model_validate(params)
-        servers = mcp_definitions(params, keep_when_empty=True)
-        view = await self.manager.resume(request.session_id, servers)
+    async def session_resume(self, request: ResumeParams) -> dict[str, Any]:
+        servers = mcp_definitions(request.mcp_servers, keep_when_empty=True)
+        view = await self.manager.resume(request.acp.session_id, servers)
         return await self._opened(view)
 
-    async def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import LoadSessionRequest
-
-        request = LoadSessionRequest.model_validate({"mcpServers": [], **params})
-        session_id = request.session_id
-        view = await self.manager.load(session_id, mcp_definitions(params, keep_when_empty=True))
+    async def session_load(self, request: LoadParams) -> dict[str, Any]:
+        session_id = request.acp.session_id
+        servers = mcp_definitions(request.mcp_servers, keep_when_empty=True)
+        view = await self.manager.load(session_id, servers)
         offset = 0
         while True:
             page, _ = await self.manager.messages(session_id, offset, REPLAY_PAGE)
@@ -298,19 +278,12 @@ class AcpHandlers:
             await self.server.writer_drained()  # a long replay must not starve other replies
         return await self._opened(view)
 
-    async def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
-        preload.ACP.ensure()
-        from acp.schema import ForkSessionRequest
-
-        request = ForkSessionRequest.model_validate({"mcpServers": [], **params})
-        turn = _meta(params).get("turn")
-        if turn is not None and (type(turn) is not int or turn < 1):
-            raise InvalidInput("_meta.turn", "must be a turn number (1 or more)")
+    async def session_fork(self, request: ForkParams) -> dict[str, Any]:
         view = await self.manager.fork(
-            request.session_id,
-            _absolute("cwd", request.cwd),
-            mcp_definitions(params, keep_when_empty=True),
-            before_turn=turn,
+            request.acp.session_id,
+            _absolute("cwd", request.acp.cwd),
+            mcp_definitions(request.mcp_servers, keep_when_empty=True),
+            before_turn=request.before_turn,
         )
         return {"sessionId": view.session_id, **await self._opened(view)}
 
@@ -321,23 +294,16 @@ class AcpHandlers:
         await self.manager.delete(request.session_id)
         return {}
 
-    async def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def session_list(self, request: ListSessionsWithMeta) -> dict[str, Any]:
         """Most recent activity first; `_meta.query` searches titles and transcript text,
         `_meta.archived: true` lists the archived sessions instead of the others."""
-        request = ListSessionsParams.model_validate(params)
-        try:
-            meta = ListMeta.model_validate(_meta(params))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            field = "_meta." + ".".join(str(p) for p in first["loc"])
-            raise ProtocolError.invalid_params(field, first["msg"]) from None
         cwd = None if request.cwd is None else _absolute("cwd", request.cwd)
         views, next_cursor = await self.manager.list_page(
             cwd=cwd,
             cursor=decode_cursor(request.cursor),
             limit=LIST_PAGE,
-            query=meta.query,
-            archived=meta.archived,
+            query=request.meta.query,
+            archived=request.meta.archived,
         )
         sessions = []
         for view in views:

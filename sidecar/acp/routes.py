@@ -5,14 +5,14 @@ A handler never parses its params: the route does, once, before calling it, so a
 param is refused the same way for every method (a pydantic error, mapped to -32602 by
 `server.call_handler`). ACP's own models (`acp.schema`) are named, not imported: the
 route loads ACP's SDK through `preload` and resolves the name on the method's first
-call. That is the one place the edge's lazy loading of params happens, and what keeps
-`session/new`, `session/list` and `_session/status` (our models, or the params as
-given) answerable while ACP's schema is still loading (sidecar/app.py).
+call (session_params.py's readers load it likewise, in their `model_validate`). That
+lazy loading is what keeps `session/new`, `session/list` and `_session/status` (read
+with our models) answerable while ACP's schema is still loading (sidecar/app.py).
 
-`RAW` hands the params over as given: the few handlers that read what no model here
-keeps (the client's `mcpServers` stored as sent, `_meta`, permission rules) and
-`initialize`. The dispatcher itself (`server.RpcServer`) knows only the table's
-`Handler`s, built here by `handlers()`.
+A model is anything with a pydantic-style `model_validate(params)` (`Model`): ours,
+ACP's, or a small class that reads with ACP's model and keeps beside it what that model
+does not (session_params.py: the client's `mcpServers` as sent). The dispatcher itself
+(`server.RpcServer`) knows only the table's `Handler`s, built here by `handlers()`.
 """
 
 from __future__ import annotations
@@ -20,12 +20,20 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, Self, TypeVar, cast
 
 from sidecar.acp import preload
 from sidecar.acp.server import Handler
 
-P = TypeVar("P")
+
+class Model(Protocol):
+    """What a route reads params with (a pydantic model has this)."""
+
+    @classmethod
+    def model_validate(cls, obj: dict[str, Any], /) -> Self: ...
+
+
+P = TypeVar("P", bound=Model)
 
 
 class Params(Generic[P]):
@@ -50,14 +58,8 @@ class Params(Generic[P]):
         return self._model
 
     def parse(self, params: dict[str, Any]) -> P:
-        model = self.model()
-        validate = getattr(model, "model_validate", None)
-        if validate is None:  # RAW
-            return cast("P", params)
-        return cast("P", validate({**self._defaults, **params} if self._defaults else params))
-
-
-RAW: Params[dict[str, Any]] = Params(dict)
+        params = {**self._defaults, **params} if self._defaults else params
+        return self.model().model_validate(params)
 
 
 @dataclass(frozen=True, slots=True)
