@@ -74,6 +74,10 @@ class ScriptedEngine:
         self.log.append(f"turn {prompt}")
         if prompt == "wait":
             await asyncio.Event().wait()  # until the host cancels the task
+        if prompt.startswith("title "):
+            await host.propose_title(prompt.removeprefix("title "))
+            host.record_last(AssistantEntry("named"))
+            return TurnOutcome("named", StopReason.END_TURN)
         host.publish(AgentThoughtChunk("planning"))
         host.publish(AgentTextChunk(f"on it: {prompt}"))
         call = "scripted_1"
@@ -205,3 +209,15 @@ async def test_an_engine_asks_the_host_for_consent_and_a_refusal_runs_nothing(
     assert isinstance(result, ToolResultEntry) and result.ok is False
     assert "approval setting is deny" in result.content
     assert not any(isinstance(b, ToolOutputChunk) for b in core.bodies(view.session_id))
+
+
+async def test_an_engine_names_the_session_until_the_user_does(core: Core, tmp_path: Path) -> None:
+    view = await core.manager.create(NewSession(str(tmp_path), approval=Approval.AUTO))
+    sid = view.session_id
+    await core.manager.prompt(sid, "title Fix the parser", Origin.ACP)
+    record = (await core.manager.view(sid)).record
+    assert record.title == "Fix the parser"  # the engine's name beat the prompt's
+    assert [b.title for b in core.bodies(sid) if isinstance(b, TitleChanged)][-1] == record.title
+    await core.manager.settings.rename(sid, "Mine")
+    await core.manager.prompt(sid, "title Something else", Origin.ACP)
+    assert (await core.manager.view(sid)).record.title == "Mine"

@@ -18,8 +18,9 @@ asks it to stop), then the task running `run_turn` is cancelled; an engine ends
 promptly on `CancelledError` and leaves the host to record the turn as cancelled.
 `start()` once, while the runtime starts (an external agent's process and session:
 `agent/external`); `close()` when the runtime's generation ends. An engine streams plans
-and the commands it offers too; the host names an untitled session after its first
-prompt.
+and the commands it offers too, and may name the session (`host.propose_title`: taken
+while the user has not named it; the host names an untitled session after its first
+prompt).
 
 Today's agent loop (a provider and the builtin tools: `agent/loop.py`) is the `builtin`
 engine: it also uses the host's model services (`TurnHost`: the provider, the context,

@@ -93,6 +93,10 @@ class EngineHost(Protocol):
     async def before_tool_call(self) -> None:
         """Right before a tool that may change files runs: the turn's checkpoint is taken."""
 
+    async def propose_title(self, title: str) -> None:
+        """The engine's own name for the session (an external agent's title): taken while
+        the session has no name the user gave it (one line, cut short)."""
+
     def count_tokens(self, input_tokens: int, output_tokens: int) -> None:
         """Tokens an engine's model used this turn (an external agent's report): added to
         the turn's and the session's totals (stored with the end of the turn)."""

@@ -123,6 +123,10 @@ class TurnOwner(RecordWriter, Protocol):
 
     async def append(self, entry: Entry) -> int: ...
 
+    async def write(
+        self, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
+    ) -> SessionRecord: ...
+
     async def entries(self, offset: int, limit: int) -> list[Entry]: ...
 
     def fail_unrecorded(self, reason: str) -> None: ...
@@ -149,6 +153,7 @@ class TurnRunner:
         self._usage = Usage()  # of the running turn (or compaction)
         self._turn: int | None = None  # the running turn's number (None: not a turn)
         self._last: Entry | None = None  # the turn's last row, written with its end
+        self._auto_title: str | None = None  # the title this runtime gave, not the user
         # (transcript length, turns) when the running turn began: a fork copies up to here.
         self.before_turn: tuple[int, int] | None = None
 
@@ -193,6 +198,7 @@ class TurnRunner:
                 self._context.append(started.message_count - 1, entry)
             runtime.events.publish(UserMessageAdded(text, origin))
             if titled:
+                self._auto_title = started.title
                 runtime.events.publish(TitleChanged(started.title, started.updated_at))
 
         task = self._begin(
@@ -500,6 +506,18 @@ class TurnRunner:
 
     async def call_mcp(self, name: str, arguments: dict[str, Any]) -> McpCallResult:
         return await self._runtime.mcp.call(name, arguments)
+
+    async def propose_title(self, title: str) -> None:
+        runtime = self._runtime
+        current = runtime.record.title
+        if current not in (DEFAULT_TITLE, self._auto_title):
+            return  # the user named it: their name stays
+        shown = title_from(title)
+        if not title.strip() or shown == current:
+            return
+        written = await runtime.write(title=shown)
+        self._auto_title = written.title
+        runtime.events.publish(TitleChanged(written.title, written.updated_at))
 
     def count_tokens(self, input_tokens: int, output_tokens: int) -> None:
         self._usage = self._usage + Usage(max(input_tokens, 0), max(output_tokens, 0))

@@ -140,6 +140,9 @@ class Relay:
             host.publish(CommandsAvailable(commands))
         elif isinstance(update, schema.ConfigOptionUpdate | schema.CurrentModeUpdate):
             self._on_settings(update)
+        elif isinstance(update, schema.SessionInfoUpdate):
+            if update.title:
+                await host.propose_title(update.title)
         elif isinstance(update, schema.UserMessageChunk):
             pass  # our client's own prompt, told back: it is in the transcript already
         else:
