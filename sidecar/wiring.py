@@ -65,7 +65,14 @@ def agent_settings(config: Config, probed: sandbox.SandboxStatus) -> AgentSettin
         """A warm agent process in the sandbox a session at `cwd` under `mode` gets."""
         bwrap = sandbox.require(probed)
         return sandbox.wrap(
-            argv, mode=mode, cwd=cwd, bwrap=bwrap, hide=hide, writable=writable, network=True
+            argv,
+            mode=mode,
+            cwd=cwd,
+            bwrap=bwrap,
+            hide=hide,
+            writable=writable,
+            network=True,
+            readable=sandbox.program_roots(argv),
         )
 
     return AgentSettings(

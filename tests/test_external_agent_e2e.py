@@ -669,3 +669,27 @@ async def test_an_isolated_home_is_the_agents_own_and_writable(
         assert not (tmp_path / "data" / "planted.txt").exists()
     finally:
         await sidecar.close()
+
+
+async def test_an_agent_installed_under_tmp_starts_in_the_sandbox_private_tmp(
+    tmp_path: Path, workspace: Path
+) -> None:
+    # The sandbox's /tmp is its own: a program there (a clone, a venv, node_modules under
+    # /tmp) is bound in read-only, or the agent could not even start.
+    assert str(tmp_path).startswith("/tmp/")
+    install = tmp_path / "install" / "node_modules" / "agent"
+    install.mkdir(parents=True)
+    script = install / "agent.py"
+    shutil.copy(Path(__file__).resolve().parent / "agents" / "scripted_agent.py", script)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        f"[agents.tmp]\ncommand = [{json.dumps(sys.executable)}, {json.dumps(str(script))}]\n"
+    )
+    sidecar = await Sidecar.start(tmp_path / "data", "--agents-file", str(agents))
+    try:
+        sid = (await sidecar.new_session(workspace, agent="tmp", approval="auto"))["sessionId"]
+        await sidecar.prompt(sid, f"say started\nshell-write {install}/planted.txt x")
+        assert "started" in texts(sidecar, sid, "agent_message_chunk")
+        assert not (install / "planted.txt").exists()  # read-only, as everything else
+    finally:
+        await sidecar.close()

@@ -134,6 +134,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from protocol.values import Sandbox
 from sidecar.agent import sandbox_diagnosis
@@ -211,6 +212,7 @@ def wrap(
     hide: Sequence[str] = (),
     writable: Sequence[str] = (),
     network: bool = False,
+    readable: Sequence[str] = (),
 ) -> list[str]:
     """The argv that runs `argv` in `cwd` under `mode`; spawn it as the group leader.
 
@@ -222,8 +224,10 @@ def wrap(
 
     For a long-lived agent (`agent/external`): `writable` names the paths it must also
     write in WORKSPACE (its own state and login dirs; those that exist are bound
-    read-write, even inside a hidden dir), and `network` keeps the host's network in
-    READ_ONLY (an agent must reach its model; its files stay read-only).
+    read-write, even inside a hidden dir), `network` keeps the host's network in
+    READ_ONLY (an agent must reach its model; its files stay read-only), and `readable`
+    names where its program lives when that is under the private /tmp or /run
+    (`program_roots`): bound read-only so it can start at all.
     """
     if not argv:
         raise ValueError("empty argv")
@@ -254,6 +258,8 @@ def wrap(
         if mode is SandboxMode.READ_ONLY:
             args += ["--tmpfs", "/run"]  # host sockets; DNS is moot without a network
         args += hidden
+        for path in readable:  # before the cwd's bind: one that holds the cwd stays under it
+            args += ["--ro-bind", path, path]
         if real != "/":  # after the tmpfs mounts, so a cwd under /tmp, /run or a hidden dir
             args += ["--bind" if mode is SandboxMode.WORKSPACE else "--ro-bind", real, real]
         if mode is SandboxMode.WORKSPACE:
@@ -264,6 +270,33 @@ def wrap(
         args += [*sealed, "--dev", "/dev", "--proc", "/proc"]
     args += [*_kernel_covers(), "--chdir", real, "--"]
     return [*_IGNORE_IN_BWRAP, bwrap, *args, *_RESTORE_IN_COMMAND, *argv]
+
+
+_PRIVATE_TOPS: Final = ("/tmp", "/run")  # a fresh tmpfs in the sandbox: invisible there
+
+
+def program_roots(argv: Sequence[str]) -> tuple[str, ...]:
+    """What an agent's argv needs to see that the sandbox's private /tmp and /run would
+    hide: for each absolute path in it that exists there, its install root — the outermost
+    `node_modules` above it, the prefix of a `bin/` (a virtualenv, a package), or its own
+    directory. Real paths; nothing outside /tmp and /run (the rest is bound already)."""
+    roots: list[str] = []
+    for word in argv:
+        if not os.path.isabs(word) or not os.path.exists(word):
+            continue
+        for path in dict.fromkeys((os.path.abspath(word), os.path.realpath(word))):
+            if not any(_is_under(path, top) for top in _PRIVATE_TOPS):
+                continue
+            parts = path.split("/")
+            if "node_modules" in parts:
+                root = "/".join(parts[: parts.index("node_modules") + 1])
+            elif len(parts) > 2 and parts[-2] == "bin":
+                root = "/".join(parts[:-2])
+            else:
+                root = os.path.dirname(path)
+            if root not in roots:
+                roots.append(root)
+    return tuple(roots)
 
 
 def _cover(path: str) -> list[str]:

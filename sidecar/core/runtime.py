@@ -31,6 +31,7 @@ from sidecar.agent.engine import BUILTIN, EngineFactory, builtin_engine
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.sandbox import SandboxMode, SandboxStatus
 from sidecar.checkpoints.store import CheckpointStore
+from sidecar.core import worktree_place
 from sidecar.core.approvals import ApprovalDesk, Asker
 from sidecar.core.checkpointing import TurnCheckpoints
 from sidecar.core.endpoint import SessionEndpoint
@@ -57,6 +58,7 @@ from sidecar.domain.records import (
 from sidecar.domain.redaction import SECRETS
 from sidecar.domain.rules import Rule, rules_to_json
 from sidecar.domain.transcript import Entry, MarkerEntry, MarkerKind, from_row, to_row
+from sidecar.domain.worktree_info import WorktreeInfo, WorktreeState
 from sidecar.store.base import RecordChanges, SessionStore
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,8 @@ class SessionRuntime:
             hide=deps.hide,
         )
         self.checkpoints = TurnCheckpoints(deps.checkpoints, record.session_id, record.cwd)
+        self.worktree = WorktreeInfo.from_json(record.worktree)
+        self.worktree_state: WorktreeState | None = None  # as git said after the last turn
 
     @property
     def session_id(self) -> str:
@@ -253,6 +257,7 @@ class SessionRuntime:
         if self.engine.uses_provider:
             self.mcp.start(self._announce_mcp)
         self.checkpoints.start_opening(self.record.turns)
+        await self.refresh_worktree()
         note = None if started.note is None else MarkerEntry(MarkerKind.AGENT, started.note)
         if started.agent_session != self.record.agent_session:
             await self.transition(Status.IDLE, append=note, agent_session=started.agent_session)
@@ -297,6 +302,12 @@ class SessionRuntime:
                 failure,
             )
             raise failure
+
+    async def refresh_worktree(self) -> None:
+        """Ahead/behind/dirty of the session's worktree, asked again (start, each turn's
+        end): what its summary shows until the next time."""
+        if self.worktree is not None:
+            self.worktree_state = await worktree_place.state(self.worktree)
 
     def _announce_mcp(self) -> None:
         if not self.closed:
@@ -404,6 +415,7 @@ class SessionRuntime:
             hide=self._deps.hide,
             writable=writable,
             network=True,
+            readable=sandbox.program_roots(argv),
         )
 
     async def execute(self, command: str, output: CommandOutput) -> CommandResult:
