@@ -54,6 +54,10 @@ class Method:
     IMPORT: Final = "_session/import"
     SHUTDOWN: Final = "_sidecar/shutdown"
     AGENTS: Final = "_session/agents"
+    WORKTREE_DIFF: Final = "_session/worktree/diff"
+    WORKTREE_MERGE: Final = "_session/worktree/merge"
+    WORKTREE_DISCARD: Final = "_session/worktree/discard"
+    WORKTREE_PATCH: Final = "_session/worktree/patch"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
@@ -91,4 +95,8 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.IMPORT,
     Method.SHUTDOWN,
     Method.AGENTS,
+    Method.WORKTREE_DIFF,
+    Method.WORKTREE_MERGE,
+    Method.WORKTREE_DISCARD,
+    Method.WORKTREE_PATCH,
 )

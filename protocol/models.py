@@ -88,6 +88,19 @@ class TokenTotals(WireModel):
     output_tokens: int
 
 
+class WorktreeSummary(WireModel):
+    """A session's own git worktree: where, which branch off which base, and how it
+    stands as of its last turn (null while it is not live)."""
+
+    repo: str
+    path: str
+    branch: str
+    base: str
+    ahead: int | None
+    behind: int | None
+    dirty: bool | None
+
+
 class SessionSummary(WireModel):
     """The one shape of a session everywhere: stdio, `session/list` `_meta`, HTTP."""
 
@@ -108,6 +121,7 @@ class SessionSummary(WireModel):
     archived: bool = False  # hidden from session/list unless asked for (_session/archive)
     imported_from: str | None = None  # the exported session's id (_session/import)
     agent: str = "builtin"  # what runs the turns: our loop, or an external ACP agent's name
+    worktree: WorktreeSummary | None = None  # its own git worktree, when made in one
     # Set when another live sidecar process runs this session (it holds the lease).
     held_by: str | None = None
     model: str | None = None
@@ -163,6 +177,14 @@ class ListSessionsParams(StrictParams):
     cursor: str | None = None
 
 
+class WorktreeMeta(StrictParams):
+    """`_meta.worktree` as an object: the new branch (default `acp/<short id>`) and the
+    base it starts from (default: the repository's current branch)."""
+
+    branch: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    base: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+
 class NewSessionMeta(StrictParams):
     """Our keys inside `session/new` `params._meta`."""
 
@@ -173,6 +195,25 @@ class NewSessionMeta(StrictParams):
     sandbox: SandboxField | None = None  # the mode's default (workspace; plan: read-only)
     # What runs the turns: "builtin" or an external agent's name (`_session/agents`).
     agent: Annotated[str, Field(min_length=1, max_length=40)] = "builtin"
+    # Work in a new git worktree of the cwd's repository (true, or a branch and base).
+    worktree: StrictBool | WorktreeMeta | None = None
+
+
+class WorktreeDiffParams(StrictParams):
+    session_id: SessionId
+    cursor: JsonInt = Field(default=0, ge=0)
+    limit: JsonInt = Field(default=100, ge=1, le=1000)
+
+
+class WorktreeMergeParams(StrictParams):
+    session_id: SessionId
+    strategy: Literal["merge", "squash", "rebase"] = "merge"
+    message: Annotated[str, Field(min_length=1, max_length=10_000)] | None = None
+
+
+class WorktreePatchParams(StrictParams):
+    session_id: SessionId
+    directory: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
 
 
 class AgentsParams(StrictParams):

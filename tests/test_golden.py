@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,7 +51,17 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 # Keys whose values differ from run to run whatever the wire's shape: a placeholder each.
 # (`bytes`: an export's size, which counts the tmp path it names.)
-VOLATILE_KEYS = {"token": "<token>", "nextCursor": "<cursor>", "pid": "<pid>", "bytes": "<bytes>"}
+VOLATILE_KEYS = {
+    "token": "<token>",
+    "nextCursor": "<cursor>",
+    "pid": "<pid>",
+    "bytes": "<bytes>",
+    # git: commit ids and a patch series (dates, hashes) differ on every run.
+    "before": "<commit>",
+    "after": "<commit>",
+    "patch": "<patch>",
+}
+WORKTREE_DIR = re.compile(r"\.worktrees/[0-9a-f]{8}\b")
 # Left out entirely (see the module's doc).
 DROPPED_KEYS = frozenset({"version"})
 SESSION_ID = re.compile(r"\bsess_[0-9a-f]{32}\b")
@@ -92,6 +103,7 @@ class Normaliser:
         value = ISO_TIME.sub("<time>", value)
         value = PORT.sub(r"\1:<port>", value)
         value = EPOCH.sub("<epoch>", value)
+        value = WORKTREE_DIR.sub(".worktrees/<short-id>", value)
         return GIT_INDEX.sub("index <hash>..<hash>", value)
 
     def __call__(self, value: Any) -> Any:
@@ -149,6 +161,17 @@ async def read_sse(response: aiohttp.ClientResponse, into: list[tuple[str, Any]]
             elif not line and name:
                 into.append((name, data))
                 name, data = "", None
+
+
+def make_repo(root: Path) -> Path:
+    """A git repository with one commit (its own identity: no user config needed)."""
+    root.mkdir()
+    who = ["-c", "user.name=golden", "-c", "user.email=golden@example.com"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], [*who, "commit", "-q", "-m", "one"]):
+        if args[0] == "add":
+            (root / "README.md").write_text("golden\n")
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    return root
 
 
 def text_prompt(session_id: str, text: str) -> dict[str, Any]:
@@ -233,6 +256,18 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
             {"sessionId": external["sessionId"], "configId": "agent.model", "value": "smart"},
         )
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": external["sessionId"]})
+        # A session in its own git worktree: its branch's diff, merged back, exported,
+        # discarded.
+        repo = make_repo(tmp / "repo")
+        tree = await sidecar.new_session(repo, worktree={"branch": "golden"}, approval="auto")
+        await sidecar.prompt(tree["sessionId"], "/write notes.md golden")
+        await rec.call(Method.WORKTREE_DIFF, {"sessionId": tree["sessionId"]})
+        await rec.call(
+            Method.WORKTREE_MERGE, {"sessionId": tree["sessionId"], "strategy": "squash"}
+        )
+        await rec.call(Method.WORKTREE_PATCH, {"sessionId": tree["sessionId"]})
+        await sidecar.call(Method.SESSION_CLOSE, {"sessionId": tree["sessionId"]})
+        await rec.call(Method.WORKTREE_DISCARD, {"sessionId": tree["sessionId"]})
         # The presets (none installed on a test machine) and the scripted agent.
         await rec.call(Method.AGENTS, {})
         await rec.call(Method.SHUTDOWN, {})

@@ -146,6 +146,7 @@ def test_summary_wire_shape_is_stable():
         "archived": False,
         "importedFrom": None,
         "agent": "builtin",
+        "worktree": None,
         "heldBy": None,
         "model": "m",
         "usage": {"inputTokens": 3, "outputTokens": 4},
@@ -171,6 +172,7 @@ def test_new_session_meta_defaults_and_strictness():
         "approval": "ask",
         "sandbox": None,
         "agent": "builtin",
+        "worktree": None,
     }
     with pytest.raises(ValueError):
         NewSessionMeta.model_validate({"mode": 1})

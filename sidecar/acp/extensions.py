@@ -28,9 +28,12 @@ from protocol.models import (
     SetPermissionsParams,
     ShutdownParams,
     StatusParams,
+    WorktreeDiffParams,
+    WorktreeMergeParams,
+    WorktreePatchParams,
 )
 from protocol.values import Status, StopReason
-from sidecar.acp import preload
+from sidecar.acp import preload, worktree_bodies
 from sidecar.acp.permissions import request_params
 from sidecar.acp.routes import Params, Route, handlers
 from sidecar.acp.server import Handler, RpcServer
@@ -148,6 +151,10 @@ class ExtensionHandlers:
             Route(Method.IMPORT, Params(ImportParams), self.import_session),
             Route(Method.SHUTDOWN, Params(ShutdownParams), self.shutdown),
             Route(Method.AGENTS, Params(AgentsParams), self.list_agents),
+            Route(Method.WORKTREE_DIFF, Params(WorktreeDiffParams), self.worktree_diff),
+            Route(Method.WORKTREE_MERGE, Params(WorktreeMergeParams), self.worktree_merge),
+            Route(Method.WORKTREE_DISCARD, Params(StatusParams), self.worktree_discard),
+            Route(Method.WORKTREE_PATCH, Params(WorktreePatchParams), self.worktree_patch),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -354,6 +361,42 @@ class ExtensionHandlers:
                 "(socket binding is not allowed here)"
             )
         return HttpAccess(url=view.url, token=view.token)
+
+    async def worktree_diff(self, request: WorktreeDiffParams) -> dict[str, Any]:
+        """The session's branch and its uncommitted work against its base, file by file
+        and hunk by hunk (hunk ids are stable), a page of files at a time."""
+        files, following, info = await self.manager.worktrees.diff(
+            request.session_id, request.cursor, request.limit
+        )
+        return {
+            "branch": info.branch,
+            "base": info.base,
+            "files": [worktree_bodies.file_body(f) for f in files],
+            "nextCursor": following,
+        }
+
+    async def worktree_merge(self, request: WorktreeMergeParams) -> dict[str, Any]:
+        """Into the base branch of the main working tree; all or nothing."""
+        merged = await self.manager.worktrees.merge(
+            request.session_id, request.strategy, request.message
+        )
+        return {
+            "strategy": merged.strategy,
+            "base": merged.base,
+            "before": merged.before,
+            "after": merged.after,
+        }
+
+    async def worktree_discard(self, request: StatusParams) -> dict[str, Any]:
+        await self.manager.worktrees.discard(request.session_id)
+        return summary(await self.manager.view(request.session_id))
+
+    async def worktree_patch(self, request: WorktreePatchParams) -> dict[str, Any]:
+        directory = None if request.directory is None else _absolute("directory", request.directory)
+        made = await self.manager.worktrees.patch(request.session_id, directory)
+        if isinstance(made, str):
+            return {"patch": made}
+        return {"files": made}
 
     async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
         """What can run a session's turns: each agent, whether its program is installed

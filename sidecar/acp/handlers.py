@@ -22,7 +22,7 @@ import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from protocol.methods import Method
-from protocol.models import ListSessionsWithMeta, NewSessionWithMeta
+from protocol.models import ListSessionsWithMeta, NewSessionWithMeta, WorktreeMeta
 from protocol.values import Approval, Mode, Sandbox, available_modes
 from sidecar.acp import preload
 from sidecar.acp.extensions import ExtensionHandlers
@@ -45,6 +45,7 @@ from sidecar.agent.mcp import InvalidServers, parse_servers
 from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.core.manager import NewSession, SessionManager
 from sidecar.core.views import SessionView
+from sidecar.core.worktree_place import WorktreeRequest
 from sidecar.domain.agent_options import PREFIX as AGENT_PREFIX
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import Origin
@@ -254,8 +255,14 @@ class AcpHandlers:
             meta.sandbox,
             mcp_definitions(request.mcp_servers, keep_when_empty=False) or "[]",
             meta.agent,
+            _worktree_request(meta.worktree),
         )
-        view = await self.manager.create(spec)
+        try:
+            view = await self.manager.create(spec)
+        except InvalidInput as exc:
+            if exc.field.startswith("worktree"):  # named as the client sent it
+                raise InvalidInput(f"_meta.{exc.field}", exc.reason) from None
+            raise
         return {"sessionId": view.session_id, **await self._opened(view)}
 
     async def session_resume(self, request: ResumeParams) -> dict[str, Any]:
@@ -391,3 +398,11 @@ class AcpHandlers:
                 "configId", f"unknown config option {request.config_id!r}; known: {known}"
             )
         return {"configOptions": await self._announce_config(session_id)}
+
+
+def _worktree_request(value: bool | WorktreeMeta | None) -> WorktreeRequest | None:
+    if value is None or value is False:
+        return None
+    if value is True:
+        return WorktreeRequest()
+    return WorktreeRequest(value.branch, value.base)

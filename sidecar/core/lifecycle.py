@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 from protocol.values import Approval, Backend, Mode, Sandbox, Status
+from sidecar.core import worktree_place
 from sidecar.core.cwd_rules import check_sandboxable
 from sidecar.core.endpoint import EndpointOwner, SessionEndpoint
 from sidecar.core.events import EventHub
@@ -25,6 +26,7 @@ from sidecar.core.queries import SessionQueries
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import RuntimeDeps, SessionRuntime
 from sidecar.core.views import SessionView
+from sidecar.core.worktree_place import WorktreeRequest
 from sidecar.domain.errors import (
     InvalidInput,
     InvalidState,
@@ -36,6 +38,7 @@ from sidecar.domain.errors import (
 )
 from sidecar.domain.events import StateChanged
 from sidecar.domain.records import LIVE_STATES, SessionRecord, check_transition, now
+from sidecar.domain.worktree_info import WorktreeInfo
 from sidecar.fs.trash import Trash
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,7 @@ class NewSession:
     sandbox: Sandbox | None = None  # None: the mode's default
     mcp_servers: str = "[]"  # the client's definitions, as given (validated by the edge)
     agent: str = "builtin"  # what runs the turns (RuntimeDeps.knows_agent must know it)
+    worktree: WorktreeRequest | None = None  # work in a new git worktree of the cwd's repo
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +210,9 @@ class SessionLifecycle:
             mcp_servers=spec.mcp_servers,
             agent=spec.agent,
         )
+        if spec.worktree is not None:
+            info = await worktree_place.make(cwd, record.session_id, spec.worktree)
+            record = record.replace(cwd=info.path, worktree=info.to_json())
         async with self.locks.hold(record.session_id):
             await self.store.insert(record)
             return await self.start(record)
@@ -267,6 +274,9 @@ class SessionLifecycle:
         return await self.start(record)
 
     async def start(self, record: SessionRecord) -> SessionView:
+        info = WorktreeInfo.from_json(record.worktree)
+        if info is not None:
+            await worktree_place.ensure(info)  # on this host, its directory there
         stream = self.events.stream(record.session_id)
         runtime = SessionRuntime(record, self._deps.runtime, stream)
         self._registry.add(runtime)

@@ -37,6 +37,7 @@ from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import SessionRuntime
 from sidecar.core.settings import SessionSettings
 from sidecar.core.views import CompactionOutcome, RewindOutcome, SessionView, TerminalSize
+from sidecar.core.worktree_sessions import SessionWorktrees
 from sidecar.domain.errors import InvalidInput, SessionBusy, SessionNotLive
 from sidecar.domain.events import Origin
 from sidecar.domain.files import TurnChanges
@@ -64,6 +65,7 @@ class SessionManager:
         self.store = deps.runtime.store
         self.events = deps.events
         self.settings = SessionSettings(self)
+        self.worktrees = SessionWorktrees(self)  # `_session/worktree/*`
 
     @property
     def locks(self) -> KeyedLock:

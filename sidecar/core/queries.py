@@ -77,6 +77,7 @@ class SessionQueries:
                 mcp,
                 runtime.checkpoints.problem,
                 runtime.engine.options(),
+                runtime.worktree_state,
             )
         holder = self._leases.holder(record, now())
         mcp = server_views(None, record.mcp_servers)

@@ -137,6 +137,8 @@ class TurnOwner(RecordWriter, Protocol):
 
     def contain(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]: ...
 
+    async def refresh_worktree(self) -> None: ...
+
 
 class TurnRunner:
     """Runs one runtime's turns with its engine; implements the engine's `TurnHost`."""
@@ -368,6 +370,7 @@ class TurnRunner:
         changes = await self._runtime.checkpoints.end(turn)
         if changes is not None:
             self._runtime.events.publish(changes)
+        await self._runtime.refresh_worktree()  # told with the end of the turn's state
 
     async def _end(
         self, new: Status, last_error: str | None = None, *, cancelled: bool = False

@@ -12,6 +12,7 @@ from protocol.values import RewindScope
 from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.files import CodeRewind
 from sidecar.domain.records import SessionRecord
+from sidecar.domain.worktree_info import WorktreeState
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class SessionView:
     checkpoint_problem: str | None = None  # why turns are not checkpointed, if they are not
     # An external agent's own settings (its model, modes), as it last said them.
     agent_options: tuple[AgentOption, ...] = ()
+    worktree_state: WorktreeState | None = None  # ahead/behind/dirty, while live
 
     @property
     def session_id(self) -> str:

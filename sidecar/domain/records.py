@@ -90,6 +90,9 @@ class SessionRecord:
     # The external agent's own id for this session (loaded or resumed by the next
     # generation, where the agent can); None for builtin or before its first start.
     agent_session: str | None = None
+    # The session's own git worktree (JSON: repo, path, branch, base, host), when it was
+    # made in one (`sidecar/worktrees`); its path is the cwd. None: it works in its cwd.
+    worktree: str | None = None
 
     def replace(self, **changes: Any) -> SessionRecord:
         return dataclasses.replace(self, **changes)
@@ -116,11 +119,12 @@ UPDATABLE_FIELDS: Final[frozenset[str]] = frozenset(
         "mcp_servers",
         "turns",
         "agent_session",
+        "worktree",
     }
 )
 # Fields any sidecar may change without holding the session (a rename of a closed
 # session, say): written alone, so they never clobber what a live runtime writes.
-METADATA_FIELDS: Final[frozenset[str]] = frozenset({"title", "rules", "archived"})
+METADATA_FIELDS: Final[frozenset[str]] = frozenset({"title", "rules", "archived", "worktree"})
 DEFAULT_TITLE: Final = "Untitled session"
 
 

@@ -66,6 +66,7 @@ class RecordChanges(TypedDict, total=False):
     mcp_servers: str
     turns: int
     agent_session: str | None
+    worktree: str | None
 
 
 OrphanTest = Callable[[SessionRecord], bool]
@@ -113,6 +114,7 @@ class SessionStore(Protocol):
         title: str | None = None,
         rules: str | None = None,
         archived: bool | None = None,
+        forget_worktree: bool = False,
     ) -> SessionRecord:
         """Unfenced change of METADATA_FIELDS (any sidecar may rename a session, live or
         not); only those columns are written. Raises SessionNotFound."""

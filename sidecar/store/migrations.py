@@ -203,6 +203,9 @@ ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT 'builtin';
 ALTER TABLE sessions ADD COLUMN agent_session TEXT;
 """
 
+# v8: the session's own git worktree (JSON), when it was made in one.
+_V8: Final = "ALTER TABLE sessions ADD COLUMN worktree TEXT;"
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     (1, _V1),
     (2, _V2),
@@ -211,6 +214,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     (5, _V5),
     (6, _V6),
     (7, _V7),
+    (8, _V8),
 )
 
 

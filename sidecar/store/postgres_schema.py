@@ -197,7 +197,10 @@ ALTER TABLE {SCHEMA}.sessions ADD COLUMN agent text NOT NULL DEFAULT 'builtin';
 ALTER TABLE {SCHEMA}.sessions ADD COLUMN agent_session text;
 """
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4))
+# v5: the session's own git worktree (JSON), as the SQLite store's v8.
+_V5: Final = f"ALTER TABLE {SCHEMA}.sessions ADD COLUMN worktree text;"
+
+MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -60,6 +60,7 @@ class UnavailableStore:
         title: str | None = None,
         rules: str | None = None,
         archived: bool | None = None,
+        forget_worktree: bool = False,
     ) -> SessionRecord:
         self._fail()
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from protocol.values import Sandbox
 from sidecar.core.views import SessionView
-from sidecar.domain.records import effective_sandbox, iso
+from sidecar.domain.records import SessionRecord, effective_sandbox, iso
+from sidecar.domain.worktree_info import WorktreeInfo
 
 
 def summary(view: SessionView) -> dict[str, Any]:
@@ -45,6 +46,7 @@ def summary(view: SessionView) -> dict[str, Any]:
         "archived": record.archived,
         "importedFrom": record.imported_from,
         "agent": record.agent,
+        "worktree": worktree_body(record, view),
         "heldBy": view.held_by,
         "model": record.model,
         "usage": {"inputTokens": record.usage_input, "outputTokens": record.usage_output},
@@ -68,4 +70,22 @@ def summary(view: SessionView) -> dict[str, Any]:
         "createdAt": iso(record.created_at),
         "updatedAt": iso(record.updated_at),
         "http": http,
+    }
+
+
+def worktree_body(record: SessionRecord, view: SessionView) -> dict[str, Any] | None:
+    """The session's own worktree: where, which branch off which base, and (while live,
+    as of its last turn) how it stands; None for a session in a plain cwd."""
+    info = WorktreeInfo.from_json(record.worktree)
+    if info is None:
+        return None
+    state = view.worktree_state
+    return {
+        "repo": info.repo,
+        "path": info.path,
+        "branch": info.branch,
+        "base": info.base,
+        "ahead": None if state is None else state.ahead,
+        "behind": None if state is None else state.behind,
+        "dirty": None if state is None else state.dirty,
     }

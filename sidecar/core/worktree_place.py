@@ -1,0 +1,86 @@
+"""A session's worktree on disk: made at session/new, checked before a runtime starts
+in it, asked how it stands (`sidecar/worktrees` does the git).
+
+Where a worktree goes: next to its repository, `<repo>.worktrees/<short id>` (not under
+the data dir: the sandbox hides that from the agent's commands, and checkpoints refuse
+it). Close keeps it; resume reuses it, or recreates it from its branch when its
+directory was removed by hand; it belongs to the host whose disk holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+from dataclasses import dataclass
+from typing import Final
+
+from sidecar.domain.errors import InvalidInput, InvalidState
+from sidecar.domain.worktree_info import WorktreeInfo, WorktreeState
+from sidecar.worktrees import manager as worktrees
+from sidecar.worktrees.git import GitError
+
+DIRECTORY_SUFFIX: Final = ".worktrees"
+
+
+@dataclass(frozen=True, slots=True)
+class WorktreeRequest:
+    """`_meta.worktree` of session/new: a new branch (default `acp/<short id>`) from
+    `base` (default: the repository's current branch)."""
+
+    branch: str | None = None
+    base: str | None = None
+
+
+def this_host() -> str:
+    return platform.node() or "localhost"
+
+
+def short_id(session_id: str) -> str:
+    return session_id.removeprefix("sess_")[:8]
+
+
+async def make(cwd: str, session_id: str, request: WorktreeRequest) -> WorktreeInfo:
+    """The session's worktree, made now; InvalidInput naming `worktree` (or its branch,
+    base or path) when it cannot be."""
+    try:
+        root = await worktrees.repo_root(cwd)
+    except worktrees.NotARepository as exc:
+        raise InvalidInput("worktree", f"{exc.reason}: a worktree needs a git repository") from None
+    path = os.path.join(root + DIRECTORY_SUFFIX, short_id(session_id))
+    try:
+        made = await worktrees.create(
+            root,
+            path=path,
+            session_short_id=short_id(session_id),
+            branch=request.branch,
+            base=request.base,
+        )
+    except worktrees.InvalidWorktree as exc:
+        raise InvalidInput(f"worktree.{exc.field}", exc.reason) from None
+    return WorktreeInfo(made.repo, made.path, made.branch, made.base, this_host())
+
+
+def tree(info: WorktreeInfo) -> worktrees.Worktree:
+    return worktrees.Worktree(info.repo, info.path, info.branch, info.base)
+
+
+async def ensure(info: WorktreeInfo) -> None:
+    """Before a runtime starts in it: on this host, and its directory there (recreated
+    from the branch when it was removed by hand)."""
+    if info.host != this_host():
+        raise InvalidState(
+            f"the session's worktree is on host {info.host}, not this one ({this_host()}): "
+            "resume it there"
+        )
+    if not await asyncio.to_thread(os.path.isdir, info.path):
+        await worktrees.recreate(tree(info))
+
+
+async def state(info: WorktreeInfo) -> WorktreeState | None:
+    """Ahead, behind, dirty now; None when git cannot say (the directory is gone)."""
+    try:
+        found = await worktrees.status(tree(info))
+    except (GitError, OSError):
+        return None
+    return WorktreeState(found.ahead, found.behind, found.dirty)

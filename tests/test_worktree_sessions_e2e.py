@@ -1,0 +1,200 @@
+"""Sessions in their own git worktrees, end to end: the real sidecar over its pipes, real
+git repositories. A session made with `_meta.worktree` works on its own branch in its
+own directory (every engine: the builtin loop and an external agent), its summary says
+where and how it stands, its branch's diff comes hunk by hunk, and it is merged back
+all or nothing, or discarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from external_agents import AgentSetup
+from harness import Sidecar
+
+from desktop.client import RpcError
+
+pytestmark = pytest.mark.timeout(240)
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "README.md").write_text("hello\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    return root
+
+
+async def new_in_worktree(sidecar: Sidecar, cwd: Path, worktree: Any, **meta: Any) -> Any:
+    return await sidecar.call(
+        "session/new",
+        {"cwd": str(cwd), "mcpServers": [], "_meta": {"worktree": worktree, **meta}},
+    )
+
+
+async def test_a_session_works_on_its_own_branch_then_merges_back(
+    tmp_path: Path, repo: Path
+) -> None:
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
+        summary = opened["_meta"]
+        sid = opened["sessionId"]
+        tree = summary["worktree"]
+        assert tree["repo"] == str(repo) and tree["base"] == "main"
+        assert tree["branch"].startswith("acp/") and summary["cwd"] == tree["path"]
+        assert Path(tree["path"]).parent == Path(f"{repo}.worktrees")
+        assert (tree["ahead"], tree["behind"], tree["dirty"]) == (0, 0, False)
+        # A turn that writes lands in the worktree, not in the main tree.
+        await sidecar.prompt(sid, "/write notes.md from the session")
+        assert (Path(tree["path"]) / "notes.md").read_text() == "from the session"
+        assert not (repo / "notes.md").exists()
+        status = await sidecar.status(sid)
+        assert status["worktree"]["dirty"] is True  # kept current after the turn
+        # The branch's diff, hunk by hunk, with ids stable across calls.
+        diff = await sidecar.call("_session/worktree/diff", {"sessionId": sid})
+        files = {f["path"]: f for f in diff["files"]}
+        assert files["notes.md"]["status"] == "added" and files["notes.md"]["additions"] == 1
+        again = await sidecar.call("_session/worktree/diff", {"sessionId": sid})
+        assert [h["id"] for f in again["files"] for h in f["hunks"]] == [
+            h["id"] for f in diff["files"] for h in f["hunks"]
+        ]
+        # Merge back: what was left uncommitted is committed on the branch first.
+        merged = await sidecar.call(
+            "_session/worktree/merge", {"sessionId": sid, "strategy": "squash"}
+        )
+        assert merged["before"] != merged["after"]
+        assert (repo / "notes.md").read_text() == "from the session"
+        assert git(repo, "status", "--porcelain") == ""
+        # Discard: only once closed; the branch and the directory go.
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("_session/worktree/discard", {"sessionId": sid})
+        assert "close it" in str(caught.value)
+        await sidecar.call("session/close", {"sessionId": sid})
+        discarded = await sidecar.call("_session/worktree/discard", {"sessionId": sid})
+        assert discarded["worktree"] is None
+        assert not Path(tree["path"]).exists()
+        assert tree["branch"] not in git(repo, "branch", "--list")
+    finally:
+        await sidecar.close()
+
+
+async def test_bad_worktree_requests_name_the_field_and_create_nothing(
+    tmp_path: Path, repo: Path
+) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        cases = [
+            (plain, True, "_meta.worktree"),
+            (repo, {"branch": "bad..name"}, "_meta.worktree.branch"),
+            (repo, {"base": "no-such-branch"}, "_meta.worktree.base"),
+        ]
+        git(repo, "branch", "taken")
+        cases.append((repo, {"branch": "taken"}, "_meta.worktree.branch"))
+        for cwd, worktree, field in cases:
+            with pytest.raises(RpcError) as caught:
+                await new_in_worktree(sidecar, cwd, worktree)
+            assert caught.value.code == -32602, (worktree, caught.value)
+            assert field in str(caught.value), (worktree, caught.value)
+        assert (await sidecar.call("session/list", {}))["sessions"] == []
+        assert not Path(f"{repo}.worktrees").exists() or not any(
+            Path(f"{repo}.worktrees").iterdir()
+        )
+    finally:
+        await sidecar.close()
+
+
+async def test_a_conflicting_merge_leaves_the_base_as_it_was(tmp_path: Path, repo: Path) -> None:
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, {"branch": "feature"}, approval="auto")
+        sid = opened["sessionId"]
+        await sidecar.prompt(sid, "/write README.md from the session")
+        (repo / "README.md").write_text("from main\n")
+        git(repo, "commit", "-q", "-am", "main moved")
+        head = git(repo, "rev-parse", "HEAD")
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("_session/worktree/merge", {"sessionId": sid, "strategy": "merge"})
+        assert "README.md" in str(caught.value) and "nothing was merged" in str(caught.value)
+        assert git(repo, "rev-parse", "HEAD") == head
+        assert git(repo, "status", "--porcelain") == ""
+        assert (repo / "README.md").read_text() == "from main\n"
+        # A dirty main tree is refused, naming the file.
+        (repo / "README.md").write_text("local edit\n")
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("_session/worktree/merge", {"sessionId": sid})
+        assert "README.md" in str(caught.value)
+    finally:
+        await sidecar.close()
+
+
+async def test_resume_recreates_a_removed_worktree_and_an_external_agent_works_in_one(
+    tmp_path: Path, repo: Path
+) -> None:
+    setup = AgentSetup(tmp_path / "agents").add("scripted")
+    sidecar = await Sidecar.start(tmp_path / "data", *setup.args(), env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, agent="scripted", approval="auto")
+        sid, path = opened["sessionId"], Path(opened["_meta"]["worktree"]["path"])
+        await sidecar.prompt(sid, "shell-write agent.txt from the agent")
+        assert (path / "agent.txt").read_text() == "from the agent"
+        assert not (repo / "agent.txt").exists()
+        await sidecar.call("_session/worktree/merge", {"sessionId": sid})
+        assert (repo / "agent.txt").exists()
+        await sidecar.call("session/close", {"sessionId": sid})
+        subprocess.run(["rm", "-rf", str(path)], check=True)
+        resumed = await sidecar.call("session/resume", {"sessionId": sid, "cwd": str(path)})
+        assert resumed["_meta"]["worktree"]["path"] == str(path)
+        assert (path / "agent.txt").exists()  # from its branch
+    finally:
+        await sidecar.close()
+
+
+async def test_five_sessions_in_worktrees_of_one_repository_run_at_once(
+    tmp_path: Path, repo: Path
+) -> None:
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await asyncio.gather(
+            *(new_in_worktree(sidecar, repo, True, approval="auto") for _ in range(5))
+        )
+        sids = [o["sessionId"] for o in opened]
+        paths = [Path(o["_meta"]["worktree"]["path"]) for o in opened]
+        assert len(set(paths)) == 5
+        await asyncio.gather(
+            *(sidecar.prompt(sid, f"/write own-{n}.txt {n}") for n, sid in enumerate(sids))
+        )
+        for n, path in enumerate(paths):
+            assert sorted(p.name for p in path.glob("own-*.txt")) == [f"own-{n}.txt"]
+        await asyncio.gather(
+            *(sidecar.call("_session/worktree/merge", {"sessionId": sid}) for sid in sids)
+        )
+        assert sorted(p.name for p in repo.glob("own-*.txt")) == [f"own-{n}.txt" for n in range(5)]
+    finally:
+        await sidecar.close()
