@@ -198,3 +198,30 @@ async def test_five_sessions_in_worktrees_of_one_repository_run_at_once(
         assert sorted(p.name for p in repo.glob("own-*.txt")) == [f"own-{n}.txt" for n in range(5)]
     finally:
         await sidecar.close()
+
+
+async def test_delete_refuses_unmerged_work_unless_told_and_takes_a_clean_worktree_along(
+    tmp_path: Path, repo: Path
+) -> None:
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        dirty = await new_in_worktree(sidecar, repo, True, approval="auto")
+        clean = await new_in_worktree(sidecar, repo, True, approval="auto")
+        await sidecar.prompt(dirty["sessionId"], "/write work.md unmerged")
+        for opened in (dirty, clean):
+            await sidecar.call("session/close", {"sessionId": opened["sessionId"]})
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("session/delete", {"sessionId": dirty["sessionId"]})
+        assert "unmerged work" in str(caught.value) and "removeWorktree" in str(caught.value)
+        assert Path(dirty["_meta"]["worktree"]["path"]).is_dir()  # nothing changed
+        await sidecar.call(
+            "session/delete", {"sessionId": dirty["sessionId"], "_meta": {"removeWorktree": True}}
+        )
+        assert not Path(dirty["_meta"]["worktree"]["path"]).exists()
+        await sidecar.call("session/delete", {"sessionId": clean["sessionId"]})
+        assert not Path(clean["_meta"]["worktree"]["path"]).exists()  # nothing to lose
+        branches = git(repo, "branch", "--list")
+        assert dirty["_meta"]["worktree"]["branch"] not in branches
+        assert clean["_meta"]["worktree"]["branch"] not in branches
+    finally:
+        await sidecar.close()

@@ -298,7 +298,12 @@ class AcpHandlers:
         return {"_meta": summary(await self.manager.close(request.session_id))}
 
     async def session_delete(self, request: DeleteSessionRequest) -> dict[str, Any]:
-        await self.manager.delete(request.session_id)
+        """`_meta.removeWorktree: true` deletes a session whose worktree has unmerged work."""
+        meta = request.field_meta or {}
+        remove = meta.get("removeWorktree", False)
+        if not isinstance(remove, bool):
+            raise InvalidInput("_meta.removeWorktree", "must be true or false")
+        await self.manager.delete(request.session_id, remove_worktree=remove)
         return {}
 
     async def session_list(self, request: ListSessionsWithMeta) -> dict[str, Any]:

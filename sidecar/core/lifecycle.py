@@ -331,13 +331,17 @@ class SessionLifecycle:
             self.events.publish(record.session_id, StateChanged(record))
         return record
 
-    async def delete(self, session_id: str) -> None:
+    async def delete(self, session_id: str, *, remove_worktree: bool = False) -> None:
+        """`remove_worktree`: its own worktree goes even with work not merged."""
         async with self.locks.hold(session_id):
             if self._registry.get(session_id) is not None:
                 raise RuntimeLive(session_id, "delete")
             record = await self.claimable(session_id, "delete")
             if record.status in LIVE_STATES:
                 raise RuntimeLive(session_id, "delete")
+            worktree = WorktreeInfo.from_json(record.worktree)
+            if worktree is not None:
+                await worktree_place.release(worktree, session_id, force=remove_worktree)
             await self.store.delete(session_id)
             self.events.forget(session_id)
             runtime = self._deps.runtime

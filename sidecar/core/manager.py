@@ -144,8 +144,8 @@ class SessionManager:
     async def close(self, session_id: str) -> SessionView:
         return await self._lifecycle.close(session_id)
 
-    async def delete(self, session_id: str) -> None:
-        await self._lifecycle.delete(session_id)
+    async def delete(self, session_id: str, *, remove_worktree: bool = False) -> None:
+        await self._lifecycle.delete(session_id, remove_worktree=remove_worktree)
 
     async def shutdown(self) -> None:
         await self._lifecycle.shutdown()

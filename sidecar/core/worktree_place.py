@@ -84,3 +84,35 @@ async def state(info: WorktreeInfo) -> WorktreeState | None:
     except (GitError, OSError):
         return None
     return WorktreeState(found.ahead, found.behind, found.dirty)
+
+
+async def release(info: WorktreeInfo, session_id: str, *, force: bool) -> None:
+    """At delete: a worktree with work not merged (commits ahead of its base, or changes
+    not committed) is refused unless `force`; otherwise the worktree and its branch go
+    with the session (nothing of it is lost that was not merged)."""
+    if info.host != this_host():
+        if force:
+            return  # on another host's disk: the record goes, the worktree stays there
+        raise InvalidState(
+            f"session {session_id}'s worktree is on host {info.host}: delete it there, or "
+            "with _meta.removeWorktree to leave the worktree behind"
+        )
+    found = await state(info)
+    if found is not None and (found.ahead or found.dirty) and not force:
+        what = ", ".join(
+            part
+            for part in (
+                f"{found.ahead} commit(s) not in {info.base}" if found.ahead else "",
+                "changes not committed" if found.dirty else "",
+            )
+            if part
+        )
+        raise InvalidState(
+            f"session {session_id} has unmerged work in its worktree {info.path} (branch "
+            f"{info.branch}: {what}): merge or discard it first, or delete with "
+            "_meta.removeWorktree: true"
+        )
+    try:
+        await worktrees.discard(tree(info))
+    except (GitError, OSError) as exc:
+        raise InvalidState(f"the worktree {info.path} could not be removed: {exc}") from exc
