@@ -36,6 +36,9 @@ HELP = """/sessions              numbered: title, status, last activity, a previ
 /new [--cwd DIR] [--title T] [--agent NAME] [mode] [backend] [--mcp 'NAME=COMMAND|URL']
                        a session (craft|plan|ask, pipe|pty; default: here, craft, pipe),
                        run by NAME from /agents (default: builtin, our own loop)
+                       --worktree (or --branch B, --base B): in a new git worktree
+/merge [merge|squash|rebase]   the current session's worktree into its base branch
+/discard [N]           remove a closed session's worktree and branch (transcript kept)
 /agents                the agents a session can run: builtin, presets, configured ones;
                        each available, or not installed with its install command
 /switch N|ID           make it current (N from /sessions; an id prefix will do)

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 TAIL: Final = 6  # messages shown on /switch
 PREVIEW: Final = 70  # characters of the last message in /sessions
 NEW_USAGE: Final = (
-    "usage: /new [--cwd DIR] [--title T] [--agent NAME] [craft|plan|ask] [pipe|pty]"
-    " [--mcp 'NAME=COMMAND|URL']"
+    "usage: /new [--cwd DIR] [--title T] [--agent NAME] [--worktree] [--branch B] [--base B]"
+    " [craft|plan|ask] [pipe|pty] [--mcp 'NAME=COMMAND|URL']"
 )
 BUILTIN: Final = "builtin"
 MODES: Final = ("craft", "plan", "ask")
@@ -200,11 +200,16 @@ class SessionCommands:
         cwd = os.getcwd()
         while words:
             word = words.pop(0)
-            if word in ("--mcp", "--cwd", "--title", "--agent"):
+            if word == "--worktree":
+                meta["worktree"] = meta.get("worktree") or True
+                continue
+            if word in ("--mcp", "--cwd", "--title", "--agent", "--branch", "--base"):
                 if not words:
                     raise UsageError(NEW_USAGE)
                 value = words.pop(0)
-            elif word.startswith(("--cwd=", "--title=", "--mcp=", "--agent=")):
+            elif word.startswith(
+                ("--cwd=", "--title=", "--mcp=", "--agent=", "--branch=", "--base=")
+            ):
                 word, _, value = word.partition("=")
             elif word in MODES and "mode" not in meta:
                 meta["mode"] = word
@@ -220,6 +225,12 @@ class SessionCommands:
                 if not value.strip():
                     raise UsageError("--title needs some text")
                 meta["title"] = value.strip()
+            elif word in ("--branch", "--base"):
+                if not value.strip():
+                    raise UsageError(f"{word} needs a name")
+                tree = meta["worktree"] if isinstance(meta.get("worktree"), dict) else {}
+                tree[word.removeprefix("--")] = value.strip()
+                meta["worktree"] = tree  # a branch or base means a worktree
             elif word == "--agent":
                 if not value.strip():
                     raise UsageError("--agent needs a name (see /agents)")
@@ -239,7 +250,29 @@ class SessionCommands:
         self.current = s["sessionId"]
         self.seen(s)
         where = "" if cwd == os.getcwd() else f", in {cwd}"
+        tree = s.get("worktree")
+        if isinstance(tree, dict):
+            where = (
+                f", on branch {self.clean(str(tree['branch']))} in {self.clean(str(tree['path']))}"
+            )
         self.say(f"created {self.current} ({describe_summary(s)}, backend {s['backend']}{where})")
+
+    async def cmd_merge(self, arg: str) -> None:
+        """/merge [merge|squash|rebase]: the current session's worktree into its base."""
+        strategy = arg.strip() or "merge"
+        if strategy not in ("merge", "squash", "rebase"):
+            raise UsageError("usage: /merge [merge|squash|rebase]")
+        sid = (await self.resolve("", default_current=True))["sessionId"]
+        done = await self.host.request(
+            Method.WORKTREE_MERGE, {"sessionId": sid, "strategy": strategy}
+        )
+        self.say(f"merged into {self.clean(str(done['base']))} ({strategy}): {done['after'][:12]}")
+
+    async def cmd_discard(self, arg: str) -> None:
+        """/discard: remove the current (closed) session's worktree and branch."""
+        sid = (await self.resolve(arg, default_current=True))["sessionId"]
+        await self.host.request(Method.WORKTREE_DISCARD, {"sessionId": sid})
+        self.say("worktree and branch removed; the session and its transcript are kept")
 
     async def cmd_agents(self, arg: str) -> None:
         """The agents a session can run, builtin first: available, or how to install it."""

@@ -834,3 +834,28 @@ def test_new_with_an_agent_runs_its_turns_and_the_list_shows_it(
     tui.run("/new --agent nosuch", r"error: .*_meta\.agent.*'nosuch'")
     tui.run("/new --agent", r"error: usage: /new .*--agent NAME")
     tui.run("/help", r"/agents +the agents a session can run")
+
+
+def test_new_in_a_worktree_merge_and_discard(data_dir: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    who = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    (repo / "README.md").write_text("tui\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], [*who, "commit", "-q", "-m", "one"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    tui = Tui(data_dir, repo)
+    try:
+        tui.run(
+            "/new --branch tui-work --title Tree",
+            r"created sess_\w+ \(.*, on branch tui-work in \S+repo\.worktrees/",
+        )
+        tui.run("//write made.txt in the tree", r"y once · a always")
+        tui.turn("y", r"Created made\.txt")
+        tui.run("/merge squash", r"merged into main \(squash\): [0-9a-f]{12}")
+        assert (repo / "made.txt").read_text() == "in the tree"
+        tui.run("/merge sideways", r"usage: /merge \[merge\|squash\|rebase\]")
+        tui.run("/close", r"closed sess_\w+")
+        tui.run("/discard", r"worktree and branch removed")
+        tui.run("/help", r"/merge \[merge\|squash\|rebase\]")
+    finally:
+        tui.kill()
