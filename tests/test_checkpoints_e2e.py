@@ -95,7 +95,10 @@ async def test_each_turn_knows_what_it_changed_by_file_tools_or_commands(
     # Clients that asked are told when a turn that changed files ends; the quiet turn is not.
     told = [p for m, p in sidecar.seen if m == "_session/turn_changes"]
     assert [(p["sessionId"], p["turn"]) for p in told] == [(sid, 1), (sid, 2)]
-    assert told[1]["files"] == two["files"] and "diff" not in told[1]
+    # The same files; the diff, and each file's hunks parsed from it, only in the answer.
+    plain = [{k: v for k, v in f.items() if k != "hunks"} for f in two["files"]]
+    assert told[1]["files"] == plain and "diff" not in told[1]
+    assert all(f["hunks"] for f in two["files"])
     # The turn number is on the user messages too.
     page = await sidecar.messages(sid)
     assert [m["turn"] for m in page["messages"] if m["type"] == "user"] == [1, 2, 3]

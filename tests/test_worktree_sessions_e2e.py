@@ -79,6 +79,10 @@ async def test_a_session_works_on_its_own_branch_then_merges_back(
         diff = await sidecar.call("_session/worktree/diff", {"sessionId": sid})
         files = {f["path"]: f for f in diff["files"]}
         assert files["notes.md"]["status"] == "added" and files["notes.md"]["additions"] == 1
+        # The turn's changes show the same hunks with the same ids.
+        turn = await sidecar.call("_session/changes", {"sessionId": sid, "turn": 1})
+        turn_ids = [h["id"] for f in turn["files"] for h in f["hunks"]]
+        assert turn_ids == [h["id"] for h in files["notes.md"]["hunks"]]
         again = await sidecar.call("_session/worktree/diff", {"sessionId": sid})
         assert [h["id"] for f in again["files"] for h in f["hunks"]] == [
             h["id"] for f in diff["files"] for h in f["hunks"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sidecar.worktrees.hunks import FileDiff
+from sidecar.worktrees.hunks import FileDiff, Hunk
 
 
 def file_body(diff: FileDiff) -> dict[str, Any]:
@@ -15,7 +16,9 @@ def file_body(diff: FileDiff) -> dict[str, Any]:
         "binary": diff.binary,
         "additions": diff.additions,
         "deletions": diff.deletions,
-        "hunks": [
-            {"id": hunk.id, "header": hunk.header, "lines": list(hunk.lines)} for hunk in diff.hunks
-        ],
+        "hunks": hunk_bodies(diff.hunks),
     }
+
+
+def hunk_bodies(hunks: Sequence[Hunk]) -> list[dict[str, Any]]:
+    return [{"id": hunk.id, "header": hunk.header, "lines": list(hunk.lines)} for hunk in hunks]
