@@ -81,7 +81,7 @@ class _File:
     def __init__(self, old: str | None, new: str | None) -> None:
         self.old = old
         self.new = new
-        self.status: Status = "modified"
+        self.change: Status = "modified"
         self.binary = False
         self.old_mode: str | None = None
         self.new_mode: str | None = None
@@ -94,7 +94,7 @@ def _parse_file(lines: list[str], start: int) -> tuple[int, FileDiff]:
     while i < len(lines) and not lines[i].startswith(("@@", _DIFF_GIT)):
         _extended_header(info, lines[i])
         i += 1
-    path = info.new if info.status != "deleted" else info.old
+    path = info.new if info.change != "deleted" else info.old
     path = path or info.old or info.new or ""
     hunks: list[Hunk] = []
     additions = deletions = 0
@@ -106,11 +106,11 @@ def _parse_file(lines: list[str], start: int) -> tuple[int, FileDiff]:
     # Whatever else belongs to this file (a `GIT binary patch` body) up to the next one.
     while i < len(lines) and not lines[i].startswith(_DIFF_GIT):
         i += 1
-    moved = info.status in ("renamed", "copied")
+    moved = info.change in ("renamed", "copied")
     return i, FileDiff(
         path=path,
         old_path=info.old if moved else None,
-        status=info.status,
+        status=info.change,
         binary=info.binary,
         additions=additions,
         deletions=deletions,
@@ -124,28 +124,28 @@ def _extended_header(info: _File, line: str) -> None:
     if line.startswith("--- "):
         side = _side_path(line[4:])
         if side is None:
-            info.status = "added"
-        elif info.status not in ("renamed", "copied"):
+            info.change = "added"
+        elif info.change not in ("renamed", "copied"):
             info.old = side
     elif line.startswith("+++ "):
         side = _side_path(line[4:])
         if side is None:
-            info.status = "deleted"
-        elif info.status not in ("renamed", "copied"):
+            info.change = "deleted"
+        elif info.change not in ("renamed", "copied"):
             info.new = side
     elif line.startswith("new file mode "):
-        info.status, info.new_mode = "added", line[len("new file mode ") :]
+        info.change, info.new_mode = "added", line[len("new file mode ") :]
     elif line.startswith("deleted file mode "):
-        info.status, info.old_mode = "deleted", line[len("deleted file mode ") :]
+        info.change, info.old_mode = "deleted", line[len("deleted file mode ") :]
     elif line.startswith("old mode "):
         info.old_mode = line[len("old mode ") :]
     elif line.startswith("new mode "):
         info.new_mode = line[len("new mode ") :]
     elif line.startswith(("rename from ", "copy from ")):
-        info.status = "renamed" if line.startswith("rename") else "copied"
+        info.change = "renamed" if line.startswith("rename") else "copied"
         info.old = _unquote(line.split(" ", 2)[2])
     elif line.startswith(("rename to ", "copy to ")):
-        info.status = "renamed" if line.startswith("rename") else "copied"
+        info.change = "renamed" if line.startswith("rename") else "copied"
         info.new = _unquote(line.split(" ", 2)[2])
     elif line.startswith("index "):
         parts = line.split(" ")
