@@ -186,18 +186,6 @@ class ExternalEngine:
     def uses_provider(self) -> bool:
         return False
 
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
-    def can_restore(self) -> bool:
-        """Whether the agent can carry a conversation over (load, resume or fork)."""
-        caps = self._caps
-        if caps is None:
-            return False
-        session = caps.session_capabilities
-        return bool(caps.load_session) or bool(session and (session.resume or session.fork))
-
     # ---- start -----------------------------------------------------------------------
 
     async def start(self, host: EngineHost) -> EngineStart:
@@ -207,16 +195,13 @@ class ExternalEngine:
         try:
             return await asyncio.wait_for(self._start(host), launch.start_timeout)
         except TimeoutError:
+            said = self._process.stderr_tail(4) if self._process else ""
             await self.close()
             raise AgentFailed(
                 f"agent {self.name!r} did not start within {launch.start_timeout:g} s "
-                "(initialize and session/new): "
-                + (self._process.stderr_tail(4) if self._process else "no output")
+                f"(initialize and session/new): {said or 'no output'}"
             ) from None
-        except AgentFailed:
-            await self.close()
-            raise
-        except BaseException:
+        except BaseException:  # AgentFailed, or the runtime's start cancelled
             await self.close()
             raise
 
