@@ -277,7 +277,8 @@ _PRIVATE_TOPS: Final = ("/tmp", "/run")  # a fresh tmpfs in the sandbox: invisib
 
 def program_roots(argv: Sequence[str]) -> tuple[str, ...]:
     """What an agent's argv needs to see that the sandbox's private /tmp and /run would
-    hide: for each absolute path in it that exists there, its install root — the outermost
+    hide: for each absolute path in it that exists there, its install root — the git
+    checkout it is in (a clone: its scripts import their neighbours), else the outermost
     `node_modules` above it, the prefix of a `bin/` (a virtualenv, a package), or its own
     directory. Real paths; nothing outside /tmp and /run (the rest is bound already)."""
     roots: list[str] = []
@@ -288,7 +289,10 @@ def program_roots(argv: Sequence[str]) -> tuple[str, ...]:
             if not any(_is_under(path, top) for top in _PRIVATE_TOPS):
                 continue
             parts = path.split("/")
-            if "node_modules" in parts:
+            checkout = _checkout_of(path)
+            if checkout is not None:
+                root = checkout
+            elif "node_modules" in parts:
                 root = "/".join(parts[: parts.index("node_modules") + 1])
             elif len(parts) > 2 and parts[-2] == "bin":
                 root = "/".join(parts[:-2])
@@ -297,6 +301,16 @@ def program_roots(argv: Sequence[str]) -> tuple[str, ...]:
             if root not in roots:
                 roots.append(root)
     return tuple(roots)
+
+
+def _checkout_of(path: str) -> str | None:
+    """The nearest directory above `path` (below /tmp or /run) holding a `.git`."""
+    here = os.path.dirname(path)
+    while here not in ("/", *_PRIVATE_TOPS):
+        if os.path.exists(os.path.join(here, ".git")):
+            return here
+        here = os.path.dirname(here)
+    return None
 
 
 def _cover(path: str) -> list[str]:
