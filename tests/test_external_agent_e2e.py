@@ -693,3 +693,31 @@ async def test_an_agent_installed_under_tmp_starts_in_the_sandbox_private_tmp(
         assert not (install / "planted.txt").exists()  # read-only, as everything else
     finally:
         await sidecar.close()
+
+
+async def test_an_agent_that_ignores_cancel_is_stopped_after_the_grace(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("deaf")
+    sidecar = await start(tmp_path / "data", setup)  # --interrupt-grace 1
+    try:
+        sid = (await sidecar.new_session(workspace, agent="deaf"))["sessionId"]
+        turn = sidecar.prompt_task(sid, "say working\nblock 60")
+        for _ in range(400):  # the agent's own words: it runs the turn (and then blocks)
+            if "working" in texts(sidecar, sid, "agent_message_chunk"):
+                break
+            await asyncio.sleep(0.05)
+        await sidecar.call("session/cancel", {"sessionId": sid})
+        result = await asyncio.wait_for(turn, 20)  # not the 60 s the agent blocks for
+        assert result["stopReason"] == "cancelled"
+        assert await gone(setup) == []  # stopped in stages: nothing of it is left
+        # That generation's agent is gone: the next prompt says so, naming it, and the
+        # one after runs on a new process.
+        with pytest.raises(RpcError) as caught:
+            await sidecar.prompt(sid, "say again")
+        assert caught.value.code == -32050 and "'deaf'" in str(caught.value)
+        assert (await sidecar.prompt(sid, "say back"))["stopReason"] == "end_turn"
+        assert "back" in texts(sidecar, sid, "agent_message_chunk")
+    finally:
+        await sidecar.close()
+    assert await gone(setup) == []

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -106,7 +107,8 @@ PERMISSION_OPTIONS = [
 ]
 STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
 DIRECTIVES = frozenset(
-    "say think plan usage commands write shell-write read run sleep wait-cancel crash garbage"
+    "say think plan usage commands write shell-write read run sleep wait-cancel block crash"
+    " garbage"
     " bigline unknown-request other-session unannounced-permission daemon exit-after-reply stop".split()
 )
 
@@ -790,6 +792,10 @@ class ScriptedAgent:
 
     async def _do_wait_cancel(self, session: Session, turn: Turn, rest: str) -> None:
         await turn.cancelled.wait()
+
+    async def _do_block(self, session: Session, turn: Turn, rest: str) -> None:
+        """An agent that ignores session/cancel (and everything else): the loop blocks."""
+        time.sleep(float(rest.strip() or "30"))
 
     async def _do_crash(self, session: Session, turn: Turn, rest: str) -> None:
         _die("scripted agent: crashing mid-turn", 7)
