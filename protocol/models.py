@@ -243,6 +243,45 @@ class RevertParams(StrictParams):
         return self
 
 
+# ACP content blocks (checked against ACP's own ContentBlock by the edge).
+PromptBlocks = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=1000)]
+QueueItemId = Annotated[str, Field(pattern=r"^q_[0-9a-f]{16}$")]
+
+
+class QueueParams(StrictParams):
+    """`_session/queue`: a message for the session's next free turn."""
+
+    session_id: SessionId
+    prompt: PromptBlocks
+    now: StrictBool = False  # cancel the running turn and run this next ("send now")
+
+
+class QueueEditParams(StrictParams):
+    session_id: SessionId
+    id: QueueItemId
+    prompt: PromptBlocks
+
+
+class QueueItemParams(StrictParams):
+    session_id: SessionId
+    id: QueueItemId
+
+
+class QueueMoveParams(StrictParams):
+    session_id: SessionId
+    id: QueueItemId
+    index: JsonInt = Field(ge=0)
+
+
+class EditParams(StrictParams):
+    """`_session/edit`: an earlier message edited and sent again."""
+
+    session_id: SessionId
+    turn: JsonInt = Field(ge=1)
+    text: Annotated[str, Field(min_length=1, max_length=1_000_000)]
+    scope: Literal["conversation", "both"] = "conversation"
+
+
 class AgentsParams(StrictParams):
     """`_session/agents` takes nothing (unknown keys are refused, as everywhere)."""
 

@@ -39,6 +39,7 @@ from sidecar.wire.events import (
     Compaction,
     ModeSet,
     PlanShown,
+    QueueShown,
     Settings,
     State,
     Title,
@@ -112,6 +113,8 @@ def to_acp(session_id: str, value: WireEvent) -> Notification | None:
         return _chunk(session_id, value.kind, value.text)
     if isinstance(value, State):
         return Method.STATE, value.summary
+    if isinstance(value, QueueShown):
+        return Method.QUEUE_UPDATE, {"sessionId": session_id, **value.body}
     if isinstance(value, Usage):
         usage = {"used": value.used, "size": value.size, "sessionUpdate": "usage_update"}
         return Method.SESSION_UPDATE, {"sessionId": session_id, "update": usage}

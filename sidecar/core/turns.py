@@ -164,6 +164,11 @@ class TurnRunner:
     def busy(self) -> bool:
         return self._supervisor is not None
 
+    async def settled(self) -> None:
+        """Until no turn (or rewind, compaction, revert) runs; never raises."""
+        while self._supervisor is not None:
+            await asyncio.wait([self._supervisor])
+
     # ---- starting, cancelling, stopping ----------------------------------------------------
 
     async def prompt(self, text: str, origin: Origin) -> TurnOutcome:

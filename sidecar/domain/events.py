@@ -15,6 +15,7 @@ from typing import Any
 from protocol.values import Mode, StopReason
 from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.files import FileDiff, Location, TurnChanges
+from sidecar.domain.queue import PromptQueue
 from sidecar.domain.records import SessionRecord
 
 
@@ -23,6 +24,7 @@ class Origin(StrEnum):
 
     ACP = "acp"
     HTTP = "http"
+    QUEUE = "queue"  # a queued message whose turn came (`core/queue.py`)
 
 
 class ToolKind(StrEnum):
@@ -179,6 +181,13 @@ class SettingsChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueChanged:
+    """The session's queue of waiting messages, whole, after a change."""
+
+    queue: PromptQueue
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     stop_reason: StopReason | None  # None: the turn failed (see error)
     error: str | None = None
@@ -204,6 +213,7 @@ SessionEvent = (
     | CommandsAvailable
     | AgentOptionsChanged
     | SettingsChanged
+    | QueueChanged
     | TurnEnded
     | TurnChanges  # a turn that changed files ended: what it changed (without the diff)
 )
