@@ -50,7 +50,7 @@ from sidecar.core.worktree_place import WorktreeRequest
 from sidecar.domain.agent_options import PREFIX as AGENT_PREFIX
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import Origin
-from sidecar.domain.prompts import text_of
+from sidecar.domain.prompts import UserPrompt, text_of
 from sidecar.store.base import ListCursor
 from sidecar.wire.summary import summary
 
@@ -334,7 +334,8 @@ class AcpHandlers:
             assert waiter is not None
             outcome = await waiter
         else:
-            outcome = await self.manager.prompt(request.session_id, text, Origin.ACP)
+            message = UserPrompt(text, tuple(blocks_of(request)))
+            outcome = await self.manager.prompt(request.session_id, message, Origin.ACP)
         return prompt_response(outcome)
 
     async def session_cancel(self, request: CancelNotification) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from sidecar.core.worktree_sessions import SessionWorktrees
 from sidecar.domain.errors import InvalidInput, SessionBusy, SessionNotLive
 from sidecar.domain.events import Origin
 from sidecar.domain.files import TurnChanges
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.transcript import Entry
 from sidecar.store.base import ListCursor
@@ -189,7 +190,12 @@ class SessionManager:
     # ---- turns ------------------------------------------------------------------------------
 
     async def prompt(
-        self, session_id: str, text: str, origin: Origin, *, generation: int | None = None
+        self,
+        session_id: str,
+        text: str | UserPrompt,
+        origin: Origin,
+        *,
+        generation: int | None = None,
     ) -> TurnOutcome:
         """One turn. Not live here: SessionNotLive (-32044), but for a session in error
         (see the module's docstring): recovered first, by the same resume as

@@ -30,9 +30,9 @@ from sidecar.agent.outcome import TurnOutcome
 from sidecar.core.events import EventHub
 from sidecar.core.registry import KeyedLock
 from sidecar.core.runtime import SessionRuntime
-from sidecar.domain.errors import InvalidState, SessionBusy, SidecarError
+from sidecar.domain.errors import InvalidInput, InvalidState, SessionBusy, SidecarError
 from sidecar.domain.events import Origin, QueueChanged
-from sidecar.domain.prompts import text_of
+from sidecar.domain.prompts import UserPrompt, text_of
 from sidecar.domain.queue import Block, PromptQueue, QueueItem, new_item
 from sidecar.store.base import SessionStore
 
@@ -205,9 +205,14 @@ class SessionQueue:
             if queue.paused and first.id not in self._next:
                 return False
             try:
-                task = runtime.turns.start_prompt(text_of(first.prompt), Origin.QUEUE)
+                task = runtime.turns.start_prompt(UserPrompt.of(first.prompt), Origin.QUEUE)
             except SessionBusy:
                 return True  # another turn came first: wait for it, then look again
+            except InvalidInput as exc:  # the engine takes no such content: it is dropped
+                log.warning("session %s: queued %s refused: %s", session_id, first.id, exc)
+                await self._save(session_id, rest)
+                self._answer_refused(first.id, exc)
+                return True
             except InvalidState as exc:  # the session is in error: the queue waits
                 log.info("session %s: queue waits: %s", session_id, exc)
                 return False
@@ -223,6 +228,12 @@ class SessionQueue:
         if waiter is not None and not waiter.done():
             waiter.set_result(outcome)
         return True
+
+    def _answer_refused(self, item_id: str, exc: InvalidInput) -> None:
+        self._next.discard(item_id)
+        waiter = self._waiters.pop(item_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
 
     def _answer_cancelled(self, item_ids: Sequence[str]) -> None:
         for item_id in item_ids:

@@ -60,6 +60,7 @@ from sidecar.domain.events import (
     UserMessageAdded,
 )
 from sidecar.domain.permissions import PermissionRequest, Verdict
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import DEFAULT_TITLE, SessionRecord
 from sidecar.domain.titles import title_from
 from sidecar.domain.transcript import Entry, UserEntry, cancelled_marker
@@ -171,14 +172,20 @@ class TurnRunner:
 
     # ---- starting, cancelling, stopping ----------------------------------------------------
 
-    async def prompt(self, text: str, origin: Origin) -> TurnOutcome:
+    async def prompt(self, prompt: str | UserPrompt, origin: Origin) -> TurnOutcome:
         """Run one turn. Shielded: a caller that goes away (an HTTP client hanging up) does
         not cancel the turn; cancelling is `abort()`'s job."""
-        return await asyncio.shield(self.start_prompt(text, origin))
+        return await asyncio.shield(self.start_prompt(prompt, origin))
 
-    def start_prompt(self, text: str, origin: Origin) -> asyncio.Task[TurnOutcome]:
+    def start_prompt(self, prompt: str | UserPrompt, origin: Origin) -> asyncio.Task[TurnOutcome]:
         """Take the turn lock now (synchronously: a cancel that comes right behind finds
-        the turn) and return the task that runs it."""
+        the turn) and return the task that runs it. A prompt the engine cannot take (an
+        image for a model that reads none) is refused here, before anything is recorded."""
+        message = UserPrompt(prompt) if isinstance(prompt, str) else prompt
+        refusal = self._engine.refuses(message)
+        if refusal is not None:
+            raise InvalidInput("prompt", refusal)
+        text = message.text
         cancelled = TurnOutcome("", StopReason.CANCELLED)
 
         async def claim() -> None:
@@ -210,7 +217,7 @@ class TurnRunner:
                 runtime.events.publish(TitleChanged(started.title, started.updated_at))
 
         task = self._begin(
-            claim, lambda: self._engine.run_turn(self, text), cancelled, self._checkpoint_end
+            claim, lambda: self._engine.run_turn(self, message), cancelled, self._checkpoint_end
         )
         self._engine_turn = True
         return task

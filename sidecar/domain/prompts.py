@@ -5,7 +5,8 @@ queued message whose turn came, so both read the same."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sidecar.domain.errors import InvalidInput
@@ -28,3 +29,20 @@ def text_of(blocks: Iterable[Mapping[str, Any]]) -> str:
     if not text.strip():
         raise InvalidInput("prompt", "must contain non-empty text content")
     return text
+
+
+@dataclass(frozen=True, slots=True)
+class UserPrompt:
+    """A turn's user message: the text the transcript shows and the builtin engine reads,
+    and the content blocks as the client sent them (an external agent gets these; empty
+    when the message came as plain text, over HTTP say)."""
+
+    text: str
+    blocks: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, blocks: Sequence[Mapping[str, Any]]) -> UserPrompt:
+        return cls(text_of(blocks), tuple(blocks))
+
+    def has(self, kind: str) -> bool:
+        return any(block.get("type") == kind for block in self.blocks)
