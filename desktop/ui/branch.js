@@ -56,9 +56,9 @@
 
   function render(v) {
     const s = state.sessions.get(v.sessionId);
-    const badges = store.worktreeBadges(s) || { branch: v.branch, base: v.base, label: "" };
-    byId("branch-title").textContent = `${v.branch || badges.branch} → ${v.base || badges.base}`;
-    byId("branch-title").title = badges.label;
+    const { branch, base } = names(v);
+    byId("branch-title").textContent = `${branch} → ${base}`;
+    byId("branch-title").title = (store.worktreeBadges(s) || { label: "" }).label;
     const totals = store.branchTotals(v);
     const counts = byId("branch-totals");
     counts.replaceChildren(
@@ -121,13 +121,19 @@
     byId("branch-conflicts").hidden = !files.length;
   }
 
+  // The branch and base of a view: as its diff said, else as the summary says (the
+  // first page may not be there yet).
+  function names(v) {
+    const badges = store.worktreeBadges(state.sessions.get(v.sessionId)) || { branch: "", base: "" };
+    return { branch: v.branch || badges.branch, base: v.base || badges.base };
+  }
+
   function askMerge() {
     const v = state.branch;
     if (!v) return;
     const strategy = byId("merge-strategy").value;
-    const s = state.sessions.get(v.sessionId);
-    const badges = store.worktreeBadges(s) || { branch: v.branch, base: v.base };
-    confirm(store.mergeQuestion(strategy, v.branch || badges.branch, v.base || badges.base), "Merge", () => merge(v, strategy));
+    const { branch, base } = names(v);
+    confirm(store.mergeQuestion(strategy, branch, base), "Merge", () => merge(v, strategy));
   }
 
   async function merge(v, strategy) {
@@ -140,7 +146,7 @@
       return;
     }
     const moved = got.before === got.after ? "nothing to merge" : `${got.before.slice(0, 8)} → ${got.after.slice(0, 8)}`;
-    ui.showNotice(`Merged (${got.strategy}) ${v.branch} into ${got.base}: ${moved}.`, null);
+    ui.showNotice(`Merged (${got.strategy}) ${names(v).branch} into ${got.base}: ${moved}.`, null);
     await refresh(v.sessionId);
     if (state.branch === v || !state.branch) await reopen(v.sessionId);
   }
@@ -148,18 +154,20 @@
   function askDiscard() {
     const v = state.branch;
     if (!v) return;
-    const what = v.branch ? `the branch ${v.branch}` : "its branch";
+    const branch = names(v).branch;
+    const what = branch ? `the branch ${branch}` : "its branch";
     confirm(`Discard this session's worktree and ${what}? Work not merged is lost; the session and its transcript stay.`, "Discard", () => discard(v));
   }
 
   async function discard(v) {
+    const { branch } = names(v);
     const got = await ui.ask("worktree_discard", v.sessionId);
     if (state.branch !== v) return;
     if (!got || got.error) {
       showError((got && got.error) || { message: "No answer" });
       return;
     }
-    ui.showNotice(`Discarded the worktree and ${v.branch || "its branch"}.`, null);
+    ui.showNotice(`Discarded the worktree and ${branch || "its branch"}.`, null);
     ui.updateSession(got); // worktree: null, so the badges and the Changes button go
     closeBranch(false);
     await refresh(v.sessionId);
