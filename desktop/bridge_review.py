@@ -117,7 +117,4 @@ class ReviewCalls:
                 params["force"] = True
         except ReviewInput as exc:
             return _bad(str(exc))
-        return self._request(REVERT, params)
-
-
-REVERT: Final = str(getattr(Method, "REVERT", "_session/revert"))
+        return self._request(Method.REVERT, params)

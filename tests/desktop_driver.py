@@ -2049,7 +2049,7 @@ def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Reverted')", "the revert")
     seen["notice"] = page.text("notice-banner")
     seen["on_disk"] = (workspace / "poem.txt").read_text()
-    page.wait(f"!!{review} && {hunks}.length > 0", "the card drawn again")
+    page.wait(f"!!{review} && {hunks}.some(h => h.dataset.verdict === 'rejected')", "the mark")
     seen["after_r"] = {
         "verdicts": page.js(f"{hunks}.map(h => h.dataset.verdict)"),
         "state": page.js(f"{review}.querySelector('[data-testid=file-review-state]').innerText"),
@@ -2079,6 +2079,13 @@ def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     )
     seen["forced_notice"] = page.text("notice-banner")
     seen["forced_on_disk"] = (workspace / "poem.txt").read_text()
+    # The notice's Undo: a code rewind's undo, the user's line back.
+    page.click("notice-action")
+    page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Undid')", "the undo")
+    seen["undone_on_disk"] = (workspace / "poem.txt").read_text()
+    page.wait(
+        f"!{review2}.querySelector('[data-testid=hunk]').dataset.verdict", "the mark forgotten"
+    )
     return seen
 
 

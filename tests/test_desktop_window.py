@@ -864,3 +864,4 @@ def test_a_turns_hunks_are_accepted_and_rejected_one_by_one_with_the_keyboard(
     assert refusal["on_disk"] == text(two="TWO", ten="ten, by the user")
     assert "overwriting later changes" in r["forced_notice"]
     assert r["forced_on_disk"] == text(two="TWO")
+    assert r["undone_on_disk"] == text(two="TWO", ten="ten, by the user")

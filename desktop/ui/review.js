@@ -121,6 +121,7 @@
     if (!got || got.error) return refused(ctx, ids, (got && got.error) || { message: "No answer" });
     const done = got.hunks && got.hunks.length ? got.hunks : ids.length ? ids : ctx.hunks.map((h) => h.id);
     store.reviewed(state, ctx.sessionId, ctx.turn, ctx.path, done, "rejected");
+    paint(ctx);
     ui.showNotice(store.revertSaid(got, ctx.path), { label: "Undo revert", run: () => undo(ctx, done) });
     await redraw(ctx, at);
   }
