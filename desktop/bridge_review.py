@@ -17,7 +17,6 @@ STRATEGIES: Final = ("merge", "squash", "rebase")
 MAX_DIFF_PAGE: Final = 1000  # files per `_session/worktree/diff` page, as the sidecar allows
 MAX_HUNKS: Final = 10_000
 MAX_MESSAGE: Final = 10_000
-MAX_CURSOR: Final = 4096
 
 
 class ReviewInput(ValueError):
@@ -41,14 +40,14 @@ class ReviewCalls:
         raise NotImplementedError  # the Bridge's: one sidecar request, errors as data
 
     def worktree_diff(
-        self, session_id: str, cursor: str | None = None, limit: int | None = None
+        self, session_id: str, cursor: int | None = None, limit: int | None = None
     ) -> Any:
         """A page of the branch and its uncommitted work against its base: files with their
         hunks, and `nextCursor` for the next page (null at the end)."""
         try:
             params: dict[str, Any] = {"sessionId": _sid(session_id)}
             if cursor is not None:
-                if not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR:
+                if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
                     raise ReviewInput("cursor must be the nextCursor of the previous page")
                 params["cursor"] = cursor
             if limit is not None:

@@ -1979,6 +1979,28 @@ def worktree_discard(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         "empty": page.text("branch-empty"),
     }
     page.click("branch-close")
+    # 120 files: the view shows a page of 100, the rest on "Load more files".
+    auto_approve(page, sid)
+    page.send("$ for i in $(seq 1 120); do echo line $i > f$i.txt; done")
+    page.wait_item(sid, "running")
+    page.wait_item(sid, "idle")
+    page.click("branch-changes")
+    page.wait("document.querySelectorAll('[data-testid=branch-file]').length > 0", "a page")
+    seen["first_page"] = {
+        "files": len(branch_files(page)),
+        "more": page.visible("branch-more"),
+        "totals": page.text("branch-totals"),
+    }
+    page.click("branch-more")
+    page.wait("document.querySelectorAll('[data-testid=branch-file]').length > 100", "page 2")
+    files = branch_files(page)
+    seen["all_pages"] = {
+        "files": len(files),
+        "distinct": len(set(files)),
+        "more": page.visible("branch-more"),
+        "totals": page.text("branch-totals"),
+    }
+    page.click("branch-close")
     page.click("close-session")
     page.wait_item(sid, "closed")
     page.click("branch-changes")

@@ -821,6 +821,14 @@ def test_a_closed_worktree_session_is_discarded_after_a_confirmation(tmp_path: P
     live = r["live"]
     assert live["disabled"] is True and "Close the session first" in live["title"]
     assert live["empty"].startswith("No changes on this branch")
+    # Paged: 100 files, then the other 20 on "Load more files".
+    assert r["first_page"] == {"files": 100, "more": True, "totals": "100+ files +100 −0"}
+    assert r["all_pages"] == {
+        "files": 120,
+        "distinct": 120,
+        "more": False,
+        "totals": "120 files +120 −0",
+    }
     assert r["question"].startswith(
         f"Discard this session's worktree and the branch {r['branch']}?"
     )

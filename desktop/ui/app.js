@@ -132,6 +132,7 @@
     ui.remember();
     ui.turns.reset();
     byId("confirm-delete-box").hidden = true;
+    if (!byId("branch-view").hidden) ui.closeBranch(false); // it was the other session's
     $(".stored").replaceChildren();
     ui.renderSidebar();
     ui.renderDetails();

@@ -78,7 +78,7 @@
     }
     byId("branch-loading").hidden = v.loaded;
     byId("branch-empty").hidden = !v.loaded || v.files.length > 0;
-    byId("branch-more").hidden = !v.nextCursor;
+    byId("branch-more").hidden = v.nextCursor === null;
     if (s) renderActions(s);
   }
 

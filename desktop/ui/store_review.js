@@ -97,7 +97,7 @@
     if (!page || state.branch !== view) return false;
     const seen = new Set(view.files.map((f) => f.path));
     for (const f of page.files || []) if (!seen.has(f.path)) view.files.push(f);
-    view.nextCursor = page.nextCursor || null;
+    view.nextCursor = page.nextCursor === undefined || page.nextCursor === null ? null : page.nextCursor;
     view.branch = page.branch || view.branch;
     view.base = page.base || view.base;
     view.loaded = true;
@@ -106,7 +106,7 @@
 
   function branchTotals(view) {
     const sum = (key) => view.files.reduce((n, f) => n + (Number(f[key]) || 0), 0);
-    return { files: view.files.length, additions: sum("additions"), deletions: sum("deletions"), more: Boolean(view.nextCursor) };
+    return { files: view.files.length, additions: sum("additions"), deletions: sum("deletions"), more: view.nextCursor !== null };
   }
 
   // The files a refused merge names: the conflicting ones, or the main tree's changes.

@@ -65,10 +65,10 @@ test("a refusal names the worktree field it is about", () => {
 test("the branch view pages by nextCursor, and a late page for an old view is dropped", () => {
   const state = store.createState();
   const first = store.branchOpened(state, "a");
-  assert.equal(store.branchPage(state, first, { branch: "b", base: "main", files: [{ path: "x", additions: 2, deletions: 1 }], nextCursor: "c1" }), true);
+  assert.equal(store.branchPage(state, first, { branch: "b", base: "main", files: [{ path: "x", additions: 2, deletions: 1 }], nextCursor: 100 }), true);
   assert.deepEqual(store.branchTotals(first), { files: 1, additions: 2, deletions: 1, more: true });
   // The same page again (a double click) adds nothing; the next one appends.
-  store.branchPage(state, first, { files: [{ path: "x", additions: 2, deletions: 1 }], nextCursor: "c1" });
+  store.branchPage(state, first, { files: [{ path: "x", additions: 2, deletions: 1 }], nextCursor: 100 });
   store.branchPage(state, first, { files: [{ path: "y", additions: 5, deletions: 0 }], nextCursor: null });
   assert.deepEqual(store.branchTotals(first), { files: 2, additions: 7, deletions: 1, more: false });
   assert.equal(first.branch, "b");
