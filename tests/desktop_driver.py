@@ -1911,6 +1911,7 @@ def worktree_merge(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         "rows": page.diff_rows(view),
         "discard_disabled": page.js(f"{page.el('discard-worktree')}.disabled"),
     }
+    seen["shot"] = page.screenshot(Path(args.artifacts) / "desktop-branch-view.png")
     page.js(f"{page.el('merge-strategy')}.value = 'squash'")
     page.click("merge-branch")
     seen["merge_question"] = confirm_branch(page)
@@ -2077,6 +2078,7 @@ def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         "state": page.js(f"{review}.querySelector('[data-testid=file-review-state]').innerText"),
         "focused_hunk": page.js(f"{hunks}.indexOf(document.activeElement)"),
     }
+    seen["shot"] = page.screenshot(Path(args.artifacts) / "desktop-hunk-review.png")
     # Turn 2 changes a line; the user changes it again; Reject is refused, then forced.
     page.send("/edit poem.txt ten TEN")
     slot2 = page.wait_changes(2)
