@@ -82,6 +82,18 @@ def test_not_utf8_a_fifo_and_a_dangling_symlink_are_skipped_without_hanging(tmp_
     assert found.section == ""
 
 
+def test_a_symlink_into_a_hidden_directory_inside_the_repository_is_skipped(tmp_path: Path):
+    root = repo(tmp_path / "r")
+    data = root / "data"  # the sidecar's data dir, inside the repository here
+    data.mkdir()
+    (data / "secret.md").write_text("SECRET")
+    (root / "AGENTS.md").symlink_to(data / "secret.md")
+    found = ProjectInstructions(str(root), hidden=(str(data),))
+    found.refresh()
+    assert [f.skipped for f in found.files] == ["a symlink into a directory the sandbox hides"]
+    assert "SECRET" not in found.section
+
+
 def test_unchanged_files_are_not_read_again_and_a_change_is(tmp_path: Path):
     agents = tmp_path / "AGENTS.md"
     agents.write_text("first version\n")

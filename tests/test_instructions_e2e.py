@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from external_agents import AgentSetup
 from fake_process import FakeServerProcess
 from harness import Sidecar
 
@@ -160,3 +161,19 @@ async def test_without_a_repository_only_the_cwd_is_read_and_a_closed_session_li
     assert listed(await agent.status(sid)) == [(str(cwd / "CLAUDE.md"), 13, False, None)]
     closed = (await agent.call("session/close", {"sessionId": sid}))["_meta"]
     assert closed["instructions"] == []  # observed by a live runtime only
+
+
+async def test_an_external_agent_reads_its_own_and_the_summary_lists_none(
+    data_dir: Path, tmp_path: Path
+):
+    repo = git_repo(tmp_path / "repo")
+    (repo / "AGENTS.md").write_text("ROOT RULES\n")
+    agents = AgentSetup(tmp_path / "agents").add("scripted")
+    sidecar = await Sidecar.start(data_dir, *agents.args())
+    try:
+        summary = await sidecar.new_session(repo, agent="scripted")
+        assert summary["status"] == "idle" and summary["instructions"] == []
+        await sidecar.prompt(summary["sessionId"], "say hi")
+        assert (await sidecar.status(summary["sessionId"]))["instructions"] == []
+    finally:
+        await sidecar.close()

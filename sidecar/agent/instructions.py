@@ -8,8 +8,8 @@ nearest last (the nearest is the most specific), each under a heading naming its
 Bounded: MAX_FILE bytes of a file, MAX_TOTAL of all (the nearest are given their share
 first); a cut is marked in the text. Skipped, with the reason in the summary and the
 log: a binary file (NUL bytes, not UTF-8), one that is not a regular file, a symlink
-whose target is outside the repository (or the cwd), one that cannot be read. Nothing
-here fails a turn.
+whose target is outside the repository (or the cwd) or in a directory the sandbox hides
+(the sidecar's data and config dirs), one that cannot be read. Nothing here fails a turn.
 
 Re-read when it changes: `refresh()` stats the candidates (a few `stat` calls, run per
 model call) and reads only a file whose (path, mtime_ns, size, inode) changed. External
@@ -84,12 +84,11 @@ class _Read:
     problem: str | None = None
 
 
-def _inside(path: str, boundary: str) -> bool:
-    real = os.path.realpath(path)
-    return os.path.commonpath([real, boundary]) == boundary
+def _under(real: str, directory: str) -> bool:
+    return os.path.commonpath([real, directory]) == directory
 
 
-def _candidate(directory: str, boundary: str) -> _Candidate | None:
+def _candidate(directory: str, boundary: str, hidden: tuple[str, ...]) -> _Candidate | None:
     for name in NAMES:
         path = os.path.join(directory, name)
         try:
@@ -99,8 +98,11 @@ def _candidate(directory: str, boundary: str) -> _Candidate | None:
         except OSError as exc:
             return _Candidate(path, None, f"cannot be read: {exc.strerror or exc}")
         if stat.S_ISLNK(info.st_mode):
-            if not _inside(path, boundary):
+            real = os.path.realpath(path)
+            if not _under(real, boundary):
                 return _Candidate(path, None, "a symlink to outside the project")
+            if any(_under(real, dark) for dark in hidden):
+                return _Candidate(path, None, "a symlink into a directory the sandbox hides")
             try:
                 info = os.stat(path)
             except OSError as exc:
@@ -144,8 +146,10 @@ class ProjectInstructions:
     """One session's instruction files, cached by their stat; `section` is the prompt's
     part, `files` what the summary shows."""
 
-    def __init__(self, cwd: str) -> None:
+    def __init__(self, cwd: str, hidden: tuple[str, ...] = ()) -> None:
+        """`hidden`: real paths no symlink may lead into (the sidecar's own dirs)."""
         self.cwd = os.path.abspath(cwd)
+        self._hidden = hidden
         self.root = project_root(self.cwd)
         self._boundary = os.path.realpath(self.root or self.cwd)
         self._directories = directories(self.cwd, self.root)
@@ -159,7 +163,7 @@ class ProjectInstructions:
         (the summary is told). Blocking file I/O: run it off the event loop."""
         scan = tuple(
             found
-            for found in (_candidate(d, self._boundary) for d in self._directories)
+            for found in (_candidate(d, self._boundary, self._hidden) for d in self._directories)
             if found is not None
         )
         if scan == self._seen:

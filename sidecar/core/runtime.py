@@ -122,7 +122,7 @@ class SessionRuntime:
         self.worktree_state: WorktreeState | None = None  # as git said after the last turn
         # AGENTS.md and the like: read for the builtin engine's prompt (an external agent
         # reads its own), at start and whenever a model call sees them change.
-        self.instructions = ProjectInstructions(record.cwd)
+        self.instructions = ProjectInstructions(record.cwd, deps.hide)
 
     @property
     def session_id(self) -> str:
