@@ -77,6 +77,16 @@ class McpServerStatus(WireModel):
     error: str | None
 
 
+class InstructionFileUsed(WireModel):
+    """A project instruction file (AGENTS.md, CLAUDE.md) the builtin engine's prompt holds,
+    as the live runtime last read it."""
+
+    path: str
+    bytes: int  # its size on disk
+    cut: bool  # only its first part is in the prompt (the cut is marked there)
+    skipped: str | None = None  # why it is left out (binary, outside the project, unreadable)
+
+
 class AwaitingPermission(WireModel):
     tool_call_id: str
     title: str
@@ -134,6 +144,9 @@ class SessionSummary(WireModel):
     checkpoint_problem: str | None  # why turns are not checkpointed, if they are not
     awaiting_permission: AwaitingPermission | None
     mcp_servers: list[McpServerStatus]
+    # Observed by the live builtin runtime (never stored): empty when not live, and for
+    # external agents, which read their own.
+    instructions: list[InstructionFileUsed] = []
     created_at: str
     updated_at: str
     http: HttpEndpoint | None

@@ -26,6 +26,7 @@ from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.context import ChatMessage, ProviderContext
 from sidecar.agent.engine import Engine
+from sidecar.agent.instructions import ProjectInstructions
 from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.base import Provider, Usage
@@ -51,6 +52,7 @@ from sidecar.domain.errors import (
 )
 from sidecar.domain.events import (
     AgentOptionsChanged,
+    InstructionsChanged,
     Origin,
     SessionEvent,
     SettingsChanged,
@@ -118,6 +120,9 @@ class TurnOwner(RecordWriter, Protocol):
 
     @property
     def mcp(self) -> McpTools: ...
+
+    @property
+    def instructions(self) -> ProjectInstructions: ...
 
     async def transition(
         self, new: Status, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
@@ -514,11 +519,24 @@ class TurnRunner:
     def provider_context(self) -> list[ChatMessage]:
         if self._context is None:
             raise InvalidState("the provider context is loaded by before_model_call")
-        return self._context.messages(system_prompt(self.mode, self.cwd))
+        instructions = self._runtime.instructions.section
+        return self._context.messages(system_prompt(self.mode, self.cwd, instructions))
+
+    async def refresh_instructions(self) -> bool:
+        """Re-read the project's instruction files if they changed (a stat each); True
+        when they did. A failure is logged and the prompt keeps what it had."""
+        try:
+            return await asyncio.to_thread(self._runtime.instructions.refresh)
+        except Exception:
+            log.exception("session %s: reading AGENTS.md failed", self._runtime.session_id)
+            return False
 
     async def before_model_call(self) -> None:
         """Load the context once; keep what the provider is sent within the budget; let
-        the MCP servers finish connecting so the model sees their tools."""
+        the MCP servers finish connecting so the model sees their tools; the project's
+        instruction files as they are now (clients are told when they changed)."""
+        if await self.refresh_instructions():
+            self._runtime.events.publish(InstructionsChanged(self._runtime.record))
         await self._runtime.mcp.ready()
         context = await self._ensure_context()
         if self._context_budget and context.chars > self._context_budget:

@@ -133,6 +133,14 @@ class McpServersChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class InstructionsChanged:
+    """The project instruction files (AGENTS.md) the prompt holds changed (see the
+    summary's `instructions`)."""
+
+    record: SessionRecord
+
+
+@dataclass(frozen=True, slots=True)
 class ModeChanged:
     mode: Mode
 
@@ -207,6 +215,7 @@ SessionEvent = (
     | PermissionAsked
     | PermissionSettled
     | McpServersChanged
+    | InstructionsChanged
     | ModeChanged
     | Compacted
     | PlanUpdated

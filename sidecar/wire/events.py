@@ -21,6 +21,7 @@ from sidecar.domain.events import (
     AgentThoughtChunk,
     CommandsAvailable,
     Compacted,
+    InstructionsChanged,
     McpServersChanged,
     ModeChanged,
     Origin,
@@ -191,7 +192,7 @@ def translate(body: SessionEvent, view_of: ViewOf) -> WireEvent:
     """The one mapping from a domain event to what the edges say about it."""
     if isinstance(body, AgentTextChunk):
         return AgentText("agent_message_chunk", body.text)
-    if isinstance(body, StateChanged | McpServersChanged):
+    if isinstance(body, StateChanged | McpServersChanged | InstructionsChanged):
         return State(summary(view_of(body.record)))
     if isinstance(body, PermissionAsked):
         return State(
