@@ -67,6 +67,7 @@ class Method:
     QUEUE_MOVE: Final = "_session/queue/move"
     QUEUE_RUN: Final = "_session/queue/run"
     EDIT: Final = "_session/edit"
+    IMAGE: Final = "_session/image"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
@@ -118,4 +119,5 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.QUEUE_MOVE,
     Method.QUEUE_RUN,
     Method.EDIT,
+    Method.IMAGE,
 )

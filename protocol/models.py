@@ -261,6 +261,13 @@ PromptBlocks = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=10
 QueueItemId = Annotated[str, Field(pattern=r"^q_[0-9a-f]{16}$")]
 
 
+class ImageParams(StrictParams):
+    """`_session/image`: the bytes of an image a user message of the session refers to."""
+
+    session_id: SessionId
+    id: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
 class QueueParams(StrictParams):
     """`_session/queue`: a message for the session's next free turn."""
 
@@ -556,10 +563,21 @@ class _Entry(WireModel):
     created_at: str
 
 
+class ImageInfo(WireModel):
+    """An image sent with a user message (its bytes: `_session/image`)."""
+
+    id: str  # sha256 of its bytes
+    mime_type: str
+    bytes: int
+    width: int
+    height: int
+
+
 class UserEntry(_Entry):
     type: Literal["user"]
     turn: int | None  # numbered from 1 in the order of the session's user messages
     text: str
+    images: list[ImageInfo] = []
 
 
 class ToolCallRef(WireModel):

@@ -19,6 +19,7 @@ from protocol.models import (
     EditParams,
     ExportParams,
     HttpAccess,
+    ImageParams,
     ImportParams,
     McpReconnectParams,
     MessagesParams,
@@ -174,6 +175,7 @@ class ExtensionHandlers:
             Route(Method.QUEUE_MOVE, Params(QueueMoveParams), self.queue_move),
             Route(Method.QUEUE_RUN, Params(StatusParams), self.queue_run),
             Route(Method.EDIT, Params(EditParams), self.edit),
+            Route(Method.IMAGE, Params(ImageParams), self.image),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -482,6 +484,11 @@ class ExtensionHandlers:
             request.session_id, request.turn, request.text, RewindScope(request.scope)
         )
         return prompt_response(outcome)
+
+    async def image(self, request: ImageParams) -> dict[str, Any]:
+        """`{mimeType, data}` (base64) of an image the session's transcript refers to."""
+        found = await self.manager.image(request.session_id, request.id)
+        return {"id": found.digest, "mimeType": found.mime_type, "data": found.data}
 
     async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
         """What can run a session's turns: each agent, whether its program is installed

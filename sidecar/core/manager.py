@@ -23,6 +23,7 @@ prompt for a given generation (the HTTP listener's) never recovers.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -38,7 +39,13 @@ from sidecar.core.queue import SessionQueue
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import SessionRuntime
 from sidecar.core.settings import SessionSettings
-from sidecar.core.views import CompactionOutcome, RewindOutcome, SessionView, TerminalSize
+from sidecar.core.views import (
+    CompactionOutcome,
+    ImageData,
+    RewindOutcome,
+    SessionView,
+    TerminalSize,
+)
 from sidecar.core.worktree_orphans import KnownRepos
 from sidecar.core.worktree_sessions import SessionWorktrees
 from sidecar.domain.errors import InvalidInput, SessionBusy, SessionNotLive
@@ -70,6 +77,7 @@ class SessionManager:
         )
         self._library = SessionLibrary(deps, self._lifecycle, self._queries)
         self.store = deps.runtime.store
+        self._images = deps.runtime.images
         self.events = deps.events
         self.settings = SessionSettings(self)
         self.worktrees = SessionWorktrees(self)  # `_session/worktree/*`
@@ -126,6 +134,13 @@ class SessionManager:
 
     async def output(self, session_id: str, call_id: str, offset: int, limit: int) -> OutputPage:
         return await self._queries.output(session_id, call_id, offset, limit)
+
+    async def image(self, session_id: str, digest: str) -> ImageData:
+        """An image of the session's transcript (its id is the digest of its bytes: who
+        has the id has seen the image), for a client to show."""
+        await self.store.get(session_id)  # SessionNotFound for an unknown session
+        mime, data = await self._images.load(digest)
+        return ImageData(digest, mime, base64.b64encode(data).decode())
 
     async def changes(self, session_id: str, turn: int | None) -> TurnChanges:
         return await self._queries.changes(session_id, turn)
