@@ -58,6 +58,8 @@ class Method:
     WORKTREE_MERGE: Final = "_session/worktree/merge"
     WORKTREE_DISCARD: Final = "_session/worktree/discard"
     WORKTREE_PATCH: Final = "_session/worktree/patch"
+    WORKTREE_ORPHANS: Final = "_session/worktree/orphans"
+    REVERT: Final = "_session/revert"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
@@ -99,4 +101,6 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.WORKTREE_MERGE,
     Method.WORKTREE_DISCARD,
     Method.WORKTREE_PATCH,
+    Method.WORKTREE_ORPHANS,
+    Method.REVERT,
 )

@@ -216,6 +216,33 @@ class WorktreePatchParams(StrictParams):
     directory: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
 
 
+class WorktreeOrphansParams(StrictParams):
+    """Worktrees in our `<repo>.worktrees/` directories whose session is gone."""
+
+    repo: Annotated[str, Field(min_length=1, max_length=4096)] | None = None  # default: known
+    prune: StrictBool = False  # remove them (their branches are kept)
+
+
+HunkId = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
+
+
+class RevertParams(StrictParams):
+    """`_session/revert`: these hunks (none: the whole file) of one file of one turn."""
+
+    session_id: SessionId
+    turn: JsonInt = Field(ge=1)
+    path: Annotated[str, Field(min_length=1, max_length=4096)]  # as `_session/changes` names it
+    hunks: Annotated[list[HunkId], Field(max_length=10_000)] = []
+    force: StrictBool = False  # take them back even where the lines changed since
+
+    @model_validator(mode="after")
+    def _relative(self) -> RevertParams:
+        parts = self.path.split("/")
+        if self.path.startswith("/") or ".." in parts or "" in parts or "\0" in self.path:
+            raise ValueError("path must be relative to the session's directory, as listed")
+        return self
+
+
 class AgentsParams(StrictParams):
     """`_session/agents` takes nothing (unknown keys are refused, as everywhere)."""
 

@@ -143,6 +143,7 @@ class Assembly:
                 events=EventHub(notify),
                 leases=leases,
                 model_name=model_name(config),
+                worktree_repos=config.data_dir / "worktree-repos.txt",
             )
         )
         catalog = ModelCatalog(model_lister(config), model_name(config))

@@ -265,7 +265,16 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(
             Method.WORKTREE_MERGE, {"sessionId": tree["sessionId"], "strategy": "squash"}
         )
+        # One hunk of a later turn taken back (the same ids as its changes show).
+        await sidecar.prompt(tree["sessionId"], "/write notes.md changed")
+        changed = await sidecar.call(Method.CHANGES, {"sessionId": tree["sessionId"]})
+        hunk = changed["files"][0]["hunks"][0]["id"]
+        await rec.call(
+            Method.REVERT,
+            {"sessionId": tree["sessionId"], "turn": 2, "path": "notes.md", "hunks": [hunk]},
+        )
         await rec.call(Method.WORKTREE_PATCH, {"sessionId": tree["sessionId"]})
+        await rec.call(Method.WORKTREE_ORPHANS, {})
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": tree["sessionId"]})
         await rec.call(Method.WORKTREE_DISCARD, {"sessionId": tree["sessionId"]})
         # The presets (none installed on a test machine) and the scripted agent.

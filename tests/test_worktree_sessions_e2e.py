@@ -229,3 +229,68 @@ async def test_delete_refuses_unmerged_work_unless_told_and_takes_a_clean_worktr
         assert clean["_meta"]["worktree"]["branch"] not in branches
     finally:
         await sidecar.close()
+
+
+async def test_orphaned_worktrees_are_reported_then_pruned_only_when_asked(
+    tmp_path: Path, repo: Path
+) -> None:
+    # Another data dir's session made a worktree, then that data dir was wiped: its
+    # worktree is nobody's now. So is one a user added by hand in our directory.
+    other = await Sidecar.start(tmp_path / "other-data", env=GIT_ENV)
+    try:
+        lost = (await new_in_worktree(other, repo, True))["_meta"]["worktree"]
+    finally:
+        await other.close()
+    subprocess.run(["rm", "-rf", str(tmp_path / "other-data")], check=True)
+    manual = Path(f"{repo}.worktrees") / "by-hand"
+    git(repo, "worktree", "add", "-q", "-b", "by-hand", str(manual))
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        kept = (await new_in_worktree(sidecar, repo, True))["_meta"]["worktree"]
+        found = await sidecar.call("_session/worktree/orphans", {})
+        listed = {o["path"]: o for o in found["orphans"]}
+        assert set(listed) == {lost["path"], str(manual)}  # ours is not an orphan
+        assert listed[lost["path"]]["branch"] == lost["branch"]
+        assert listed[lost["path"]]["repo"] == str(repo)
+        assert Path(lost["path"]).is_dir() and manual.is_dir()  # listing removes nothing
+        named = await sidecar.call("_session/worktree/orphans", {"repo": str(repo)})
+        assert {o["path"] for o in named["orphans"]} == set(listed)
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("_session/worktree/orphans", {"repo": str(tmp_path)})
+        assert caught.value.code == -32602 and "repo" in str(caught.value)
+        pruned = await sidecar.call("_session/worktree/orphans", {"prune": True})
+        assert pruned["pruned"] is True and len(pruned["orphans"]) == 2
+        assert not Path(lost["path"]).exists() and not manual.exists()
+        assert Path(kept["path"]).is_dir()
+        branches = git(repo, "branch", "--list")
+        assert lost["branch"] in branches and "by-hand" in branches  # work is never lost
+        assert (await sidecar.call("_session/worktree/orphans", {}))["orphans"] == []
+    finally:
+        await sidecar.close()
+    # A sidecar restarted on the same data dir still knows the repository.
+    again = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        git(repo, "worktree", "add", "-q", "-b", "later", f"{repo}.worktrees/later")
+        found = await again.call("_session/worktree/orphans", {})
+        assert [o["branch"] for o in found["orphans"]] == ["later"]
+    finally:
+        await again.close()
+
+
+async def test_a_fork_of_a_worktree_session_has_no_worktree_of_its_own(
+    tmp_path: Path, repo: Path
+) -> None:
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
+        await sidecar.prompt(opened["sessionId"], "/write a.md one")
+        forked = await sidecar.call(
+            "session/fork", {"sessionId": opened["sessionId"], "cwd": str(repo), "mcpServers": []}
+        )
+        assert forked["_meta"]["worktree"] is None and forked["_meta"]["cwd"] == str(repo)
+        # Deleting the fork leaves the source's worktree alone.
+        await sidecar.call("session/close", {"sessionId": forked["sessionId"]})
+        await sidecar.call("session/delete", {"sessionId": forked["sessionId"]})
+        assert Path(opened["_meta"]["worktree"]["path"]).is_dir()
+    finally:
+        await sidecar.close()

@@ -24,12 +24,14 @@ from protocol.models import (
     OutputParams,
     RenameParams,
     ResizeParams,
+    RevertParams,
     RewindParams,
     SetPermissionsParams,
     ShutdownParams,
     StatusParams,
     WorktreeDiffParams,
     WorktreeMergeParams,
+    WorktreeOrphansParams,
     WorktreePatchParams,
 )
 from protocol.values import Status, StopReason
@@ -156,6 +158,8 @@ class ExtensionHandlers:
             Route(Method.WORKTREE_MERGE, Params(WorktreeMergeParams), self.worktree_merge),
             Route(Method.WORKTREE_DISCARD, Params(StatusParams), self.worktree_discard),
             Route(Method.WORKTREE_PATCH, Params(WorktreePatchParams), self.worktree_patch),
+            Route(Method.WORKTREE_ORPHANS, Params(WorktreeOrphansParams), self.worktree_orphans),
+            Route(Method.REVERT, Params(RevertParams), self.revert),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -405,6 +409,31 @@ class ExtensionHandlers:
         if isinstance(made, str):
             return {"patch": made}
         return {"files": made}
+
+    async def worktree_orphans(self, request: WorktreeOrphansParams) -> dict[str, Any]:
+        """Worktrees of ours whose session is gone; removed when `prune` (branches kept)."""
+        found = await self.manager.worktrees.orphans(request.repo, prune=request.prune)
+        return {
+            "orphans": [{"path": wt.path, "branch": wt.branch, "repo": wt.repo} for wt in found],
+            "pruned": request.prune,
+        }
+
+    async def revert(self, request: RevertParams) -> dict[str, Any]:
+        """Hunks of one file of a turn taken back, as a step `_session/rewind {undo}`
+        takes back in turn."""
+        done = await self.manager.revert(
+            request.session_id, request.turn, request.path, request.hunks, force=request.force
+        )
+        if done is None:
+            return {"turn": request.turn, "path": request.path, "cancelled": True}
+        return {
+            "turn": done.turn,
+            "path": done.path,
+            "hunks": list(done.hunks),
+            "forced": done.forced,
+            "rewind": done.rewind,
+            "cancelled": False,
+        }
 
     async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
         """What can run a session's turns: each agent, whether its program is installed

@@ -56,8 +56,9 @@ def git_binary() -> str | None:
     return shutil.which("git")
 
 
-def environment(git_dir: Path, work_tree: str | None) -> dict[str, str]:
-    """None as work tree: for `git init`, which takes the directory as its argument."""
+def environment(git_dir: Path, work_tree: str | None, index: Path | None = None) -> dict[str, str]:
+    """None as work tree: for `git init`, which takes the directory as its argument.
+    `index`: an index file of its own (a scratch one, leaving the snapshots' alone)."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(git_dir),  # nothing of the user's ~/.gitconfig
@@ -71,6 +72,8 @@ def environment(git_dir: Path, work_tree: str | None) -> dict[str, str]:
     if work_tree is not None:
         env["GIT_DIR"] = str(git_dir)
         env["GIT_WORK_TREE"] = work_tree
+    if index is not None:
+        env["GIT_INDEX_FILE"] = str(index)
     return env
 
 
@@ -85,6 +88,7 @@ async def run_git(
     children: Children | None = None,
     records: RecordCap | None = None,
     writes_work_tree: bool = False,
+    index: Path | None = None,
 ) -> bytes:
     """git's stdout; CheckpointError with git's own words when it fails. Run from the work
     tree (a cwd that is gone or unreadable fails here, with a clear reason); with no work
@@ -104,7 +108,7 @@ async def run_git(
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=where,
-            env=environment(git_dir, work_tree),
+            env=environment(git_dir, work_tree, index),
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -168,6 +168,7 @@ class ShadowRepo:
         ok: tuple[int, ...] = (0,),
         records: RecordCap | None = None,
         writes_work_tree: bool = False,
+        index: Path | None = None,
     ) -> bytes:
         if self._stopped:
             raise CheckpointError(STOPPED)
@@ -182,6 +183,7 @@ class ShadowRepo:
             children=self._children,
             records=records,
             writes_work_tree=writes_work_tree,
+            index=index,
         )
 
     def stop(self) -> None:
@@ -494,10 +496,21 @@ class ShadowRepo:
             for path, status in sorted(statuses.items())
         ]
 
-    async def diff(self, old: str, new: str, limit: int = MAX_DIFF_BYTES) -> tuple[str, bool]:
-        """The unified diff between two snapshots, at most `limit` bytes (and whether cut)."""
+    async def diff(
+        self, old: str, new: str, limit: int = MAX_DIFF_BYTES, paths: Sequence[str] = ()
+    ) -> tuple[str, bool]:
+        """The unified diff between two snapshots, at most `limit` bytes (and whether cut);
+        `paths`: of those files only (the same hunks as in the whole diff)."""
         out = await self._run(
-            "diff-tree", "-p", "-r", "--no-color", "--no-ext-diff", "--no-renames", old, new
+            "diff-tree",
+            "-p",
+            "-r",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-renames",
+            old,
+            new,
+            *(("--", *paths) if paths else ()),
         )
         if len(out) <= limit:
             return out.decode(errors="replace"), False
@@ -517,6 +530,35 @@ class ShadowRepo:
                 mode, _kind, oid = meta.split(" ")
                 found[path] = f"{mode} {oid}"
         return found
+
+    async def patched_tree(
+        self, tree: str, patch: bytes, *, reverse: bool, entry: tuple[str, str] | None = None
+    ) -> str | None:
+        """`tree` with `patch` applied (`reverse`: taken back), optionally after setting one
+        path to an entry ("mode oid") first; None when the patch does not apply (its lines
+        are not there). Done on a scratch index: the work tree and the snapshots' index
+        are not touched, so what comes out is a tree a journaled `restore` writes."""
+        scratch = self.git_dir / "index.patch"
+        applied = ["apply", "--cached", "--whitespace=nowarn", *(["-R"] if reverse else [])]
+        async with self._lock:
+            try:
+                await self._run("read-tree", tree, index=scratch)
+                if entry is not None:
+                    path, mode_oid = entry
+                    mode, oid = mode_oid.split(" ")
+                    cacheinfo = f"{mode},{oid},{path}"
+                    await self._run(
+                        "update-index", "--add", "--cacheinfo", cacheinfo, index=scratch
+                    )
+                try:
+                    await self._run(*applied, stdin=patch, index=scratch)
+                except CheckpointError as exc:
+                    if str(exc).startswith("git apply failed"):
+                        return None  # the lines are not there: the caller says so
+                    raise
+                return (await self._run("write-tree", index=scratch)).decode().strip()
+            finally:
+                await asyncio.to_thread(_remove_quietly, scratch)
 
     # ---- restoring -----------------------------------------------------------------------
 
@@ -580,6 +622,11 @@ def _delete(work_tree: str, paths: Iterable[str]) -> None:
         except IsADirectoryError:
             shutil.rmtree(full)
         _prune_empty_parents(root, os.path.dirname(full))
+
+
+def _remove_quietly(path: Path) -> None:
+    """A scratch file gone or never made: either is fine."""
+    path.unlink(missing_ok=True)
 
 
 def _chunks(items: Sequence[str] | Iterable[str]) -> Iterable[list[str]]:

@@ -32,6 +32,8 @@ from sidecar.checkpoints.history import (
 )
 from sidecar.checkpoints.shadow import ShadowRepo, TreeRefused
 from sidecar.checkpoints.store import CheckpointStore
+from sidecar.core import hunk_revert
+from sidecar.core.hunk_revert import HunkRevert
 from sidecar.domain.errors import CheckpointError, InvalidInput
 from sidecar.domain.files import CodeRewind, TurnChanges
 
@@ -207,6 +209,17 @@ class TurnCheckpoints:
         await repo.write_ref(restore.ref + "/before", current)
         await repo.restore(restore)
         return CodeRewind(plan.restore, plan.delete, plan.conflicts, number)
+
+    async def revert(
+        self, turn: int, turns: int, path: str, hunks: tuple[str, ...], *, force: bool
+    ) -> HunkRevert:
+        """Hunks of one file of `turn` taken back, as a step `rewind(None)` undoes."""
+        await self._opened()
+        repo = self._require()
+        if repo.restore_pending:
+            await repo.open()  # finish a restore a crash cut short first
+        ordered = await history(repo)
+        return await hunk_revert.revert(repo, ordered, turn, turns, path, hunks, force=force)
 
     def stop(self) -> None:
         """The runtime is closing: kill the git processes running for it, start no more."""

@@ -14,6 +14,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from protocol.values import Approval, Backend, Mode, Sandbox, Status
 from sidecar.core import worktree_place
@@ -26,6 +27,7 @@ from sidecar.core.queries import SessionQueries
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import RuntimeDeps, SessionRuntime
 from sidecar.core.views import SessionView
+from sidecar.core.worktree_orphans import KnownRepos
 from sidecar.core.worktree_place import WorktreeRequest
 from sidecar.domain.errors import (
     InvalidInput,
@@ -63,6 +65,9 @@ class ManagerDeps:
     events: EventHub
     leases: Leases
     model_name: str | None = None
+    # Where the repositories sessions made worktrees in are remembered (orphans are looked
+    # for there); None: for this process only.
+    worktree_repos: Path | None = None
 
 
 def existing_dir(cwd: str) -> str:
@@ -87,6 +92,7 @@ class SessionLifecycle:
         self._queries = queries
         self._endpoint_owner = endpoint_owner  # what a runtime's HTTP listener calls
         self.locks = KeyedLock()
+        self.known_repos = KnownRepos(deps.worktree_repos)
         self._shutting_down = False
         self._renewal = LeaseRenewal(
             self.store, self._leases, self._registry, self._close_superseded, self._release
@@ -210,12 +216,29 @@ class SessionLifecycle:
             mcp_servers=spec.mcp_servers,
             agent=spec.agent,
         )
-        if spec.worktree is not None:
-            info = await worktree_place.make(cwd, record.session_id, spec.worktree)
-            record = record.replace(cwd=info.path, worktree=info.to_json())
+        if spec.worktree is None:
+            async with self.locks.hold(record.session_id):
+                await self.store.insert(record)
+                return await self.start(record)
+        info = await worktree_place.make(cwd, record.session_id, spec.worktree)
+        await self.known_repos.add(info.repo)
+        record = record.replace(cwd=info.path, worktree=info.to_json())
         async with self.locks.hold(record.session_id):
-            await self.store.insert(record)
+            try:
+                await self.store.insert(record)
+            except BaseException:
+                # Not stored: the worktree is nobody's (its branch is new, nothing on it).
+                await asyncio.shield(self._unmake(info, record.session_id))
+                raise
             return await self.start(record)
+
+    async def _unmake(self, info: WorktreeInfo, session_id: str) -> None:
+        try:
+            await worktree_place.release(info, session_id, force=True)
+        except InvalidState as exc:  # reported by `_session/worktree/orphans`
+            log.warning(
+                "the worktree of session %s that was never stored stays: %s", session_id, exc
+            )
 
     async def resume(self, session_id: str, mcp_servers: str | None = None) -> SessionView:
         """`mcp_servers`: new definitions for the session (None keeps the stored ones)."""
@@ -276,7 +299,9 @@ class SessionLifecycle:
     async def start(self, record: SessionRecord) -> SessionView:
         info = WorktreeInfo.from_json(record.worktree)
         if info is not None:
-            await worktree_place.ensure(info)  # on this host, its directory there
+            await worktree_place.ensure(
+                info, record.session_id
+            )  # on this host, its directory there
         stream = self.events.stream(record.session_id)
         runtime = SessionRuntime(record, self._deps.runtime, stream)
         self._registry.add(runtime)

@@ -29,6 +29,7 @@ from typing import Any
 from protocol.values import RewindScope, Status
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.core import rewind as rewind_steps
+from sidecar.core.hunk_revert import HunkRevert
 from sidecar.core.library import EXPORT_PAGE, FORK_TITLE_MAX, SessionLibrary
 from sidecar.core.lifecycle import ManagerDeps, NewSession, SessionLifecycle
 from sidecar.core.output_spools import OutputPage
@@ -37,6 +38,7 @@ from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import SessionRuntime
 from sidecar.core.settings import SessionSettings
 from sidecar.core.views import CompactionOutcome, RewindOutcome, SessionView, TerminalSize
+from sidecar.core.worktree_orphans import KnownRepos
 from sidecar.core.worktree_sessions import SessionWorktrees
 from sidecar.domain.errors import InvalidInput, SessionBusy, SessionNotLive
 from sidecar.domain.events import Origin
@@ -70,6 +72,11 @@ class SessionManager:
     @property
     def locks(self) -> KeyedLock:
         return self._lifecycle.locks
+
+    @property
+    def known_repos(self) -> KnownRepos:
+        """The repositories sessions made worktrees in (where orphans are looked for)."""
+        return self._lifecycle.known_repos
 
     # ---- queries (queries.py) ---------------------------------------------------------------
 
@@ -240,6 +247,20 @@ class SessionManager:
             # Changes nothing: no turn lock, no state change (a prompt meanwhile still runs).
             return await rewind_steps.rewind(runtime.turns, turn, scope, force=force, dry_run=True)
         return await runtime.turns.rewind(turn, scope, force=force, dry_run=dry_run)
+
+    async def revert(
+        self, session_id: str, turn: int, path: str, hunks: Sequence[str], *, force: bool
+    ) -> HunkRevert | None:
+        """Hunks (none named: the whole file) of one file of `turn` taken back in the
+        working tree; only while idle (None: cancelled before it began)."""
+        self._lifecycle.refuse_if_shutting_down()
+        runtime = await self.live(session_id, "revert changes of")
+        turns = runtime.record.turns
+        if not 1 <= turn <= turns:
+            raise InvalidInput("turn", f"no turn {turn}: the session has {turns} turn(s)")
+        if runtime.turns.busy:
+            raise SessionBusy(session_id)
+        return await runtime.turns.revert(turn, path, tuple(hunks), force=force)
 
     async def resize(
         self, session_id: str, rows: int, cols: int, *, generation: int | None = None

@@ -36,6 +36,7 @@ from sidecar.core import rewind as rewind_steps
 from sidecar.core.approvals import ApprovalDesk
 from sidecar.core.checkpointing import TurnCheckpoints
 from sidecar.core.events import EventStream
+from sidecar.core.hunk_revert import HunkRevert
 from sidecar.core.mcp_tools import McpTools
 from sidecar.core.parts import RecordWriter
 from sidecar.core.views import CompactionOutcome, RewindOutcome
@@ -255,6 +256,24 @@ class TurnRunner:
         cancelled = RewindOutcome(scope, turn, None, None, dry_run, cancelled=True)
         return await asyncio.shield(self._begin(claim, work, cancelled))
 
+    async def revert(
+        self, turn: int, path: str, hunks: tuple[str, ...], *, force: bool
+    ) -> HunkRevert | None:
+        """`_session/revert`, under the turn lock like a rewind (None: cancelled before it
+        began; once begun it is done, the restore being journaled)."""
+
+        async def claim() -> None:
+            started = await self._runtime.transition(Status.RUNNING)
+            self.before_turn = (started.message_count, started.turns)
+
+        async def work() -> HunkRevert | None:
+            checkpoints = self._runtime.checkpoints
+            turns = self._runtime.record.turns
+            task = asyncio.ensure_future(checkpoints.revert(turn, turns, path, hunks, force=force))
+            return await asyncio.shield(task)
+
+        return await asyncio.shield(self._begin(claim, work, None))
+
     def abort(self) -> bool:
         """Cancel the running turn; True if there was one (or one was starting)."""
         if self._supervisor is None:
@@ -337,8 +356,9 @@ class TurnRunner:
             await self._end(Status.ERROR, last_error=str(exc))
             self._runtime.events.publish(TurnEnded(None, str(exc)))
             raise
-        except (InvalidInput, CheckpointError):
-            # A refusal (a rewind with nothing to rewind to): the session is as it was.
+        except (InvalidInput, InvalidState, CheckpointError):
+            # A refusal (a rewind with nothing to rewind to, a revert whose lines changed
+            # since): the session is as it was.
             await self._end(Status.IDLE)
             raise
         except StaleGeneration:

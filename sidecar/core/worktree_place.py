@@ -55,17 +55,18 @@ async def make(cwd: str, session_id: str, request: WorktreeRequest) -> WorktreeI
             session_short_id=short_id(session_id),
             branch=request.branch,
             base=request.base,
+            owner=session_id,
         )
     except worktrees.InvalidWorktree as exc:
         raise InvalidInput(f"worktree.{exc.field}", exc.reason) from None
     return WorktreeInfo(made.repo, made.path, made.branch, made.base, this_host())
 
 
-def tree(info: WorktreeInfo) -> worktrees.Worktree:
-    return worktrees.Worktree(info.repo, info.path, info.branch, info.base)
+def tree(info: WorktreeInfo, owner: str = "") -> worktrees.Worktree:
+    return worktrees.Worktree(info.repo, info.path, info.branch, info.base, owner)
 
 
-async def ensure(info: WorktreeInfo) -> None:
+async def ensure(info: WorktreeInfo, session_id: str) -> None:
     """Before a runtime starts in it: on this host, and its directory there (recreated
     from the branch when it was removed by hand)."""
     if info.host != this_host():
@@ -74,7 +75,7 @@ async def ensure(info: WorktreeInfo) -> None:
             "resume it there"
         )
     if not await asyncio.to_thread(os.path.isdir, info.path):
-        await worktrees.recreate(tree(info))
+        await worktrees.recreate(tree(info, session_id))
 
 
 async def state(info: WorktreeInfo) -> WorktreeState | None:

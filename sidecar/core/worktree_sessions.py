@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sidecar.core import worktree_orphans
 from sidecar.core.registry import KeyedLock
 from sidecar.core.runtime import SessionRuntime
+from sidecar.core.worktree_orphans import KnownRepos
 from sidecar.core.worktree_place import tree
 from sidecar.domain.errors import InvalidInput, InvalidState, SessionBusy
 from sidecar.domain.records import SessionRecord
@@ -25,6 +27,9 @@ class WorktreeOwner(Protocol):
 
     @property
     def locks(self) -> KeyedLock: ...
+
+    @property
+    def known_repos(self) -> KnownRepos: ...
 
     def runtime(self, session_id: str) -> SessionRuntime | None: ...
 
@@ -81,3 +86,9 @@ class SessionWorktrees:
     async def patch(self, session_id: str, directory: str | None) -> list[str] | str:
         _, info = await self._info(session_id)
         return await worktrees.patch(tree(info), directory)
+
+    async def orphans(self, repo: str | None, *, prune: bool) -> list[worktrees.Worktree]:
+        """Worktrees of ours whose session is gone (removed, branches kept, when `prune`)."""
+        return await worktree_orphans.find(
+            self._owner.store, self._owner.known_repos, repo, prune=prune
+        )

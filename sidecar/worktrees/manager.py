@@ -27,8 +27,10 @@ from sidecar.worktrees.hunks import FileDiff, parse_diff
 
 Strategy = Literal["merge", "squash", "rebase"]
 
-# In a worktree's private admin directory: what its branch started from.
+# In a worktree's private admin directory: what its branch started from, and who made it
+# (a session id: an orphan is a worktree whose owner is gone).
 _BASE_FILE: Final = "acp-base"
+_OWNER_FILE: Final = "acp-owner"
 # Who commits when the user's git names nobody (a fresh machine, user.useConfigOnly).
 _FALLBACK_IDENTITY: Final = ("user.name=acp-session-host", "user.email=sessions@localhost")
 _DIFF_ARGS: Final = (
@@ -82,6 +84,7 @@ class Worktree:
     path: str
     branch: str
     base: str  # a branch name, or a full commit id when it started from a commit
+    owner: str = ""  # who made it (`create`'s `owner`), "" when unknown
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ async def create(
     session_short_id: str,
     branch: str | None = None,
     base: str | None = None,
+    owner: str = "",
 ) -> Worktree:
     root = await repo_root(cwd)
     branch = branch if branch is not None else f"acp/{session_short_id}"
@@ -147,7 +151,7 @@ async def create(
             )
         except git.GitError as exc:
             raise InvalidWorktree("path", f"cannot create a worktree at {target}: {exc}") from exc
-        made = Worktree(repo=root, path=_real(target), branch=branch, base=base)
+        made = Worktree(repo=root, path=_real(target), branch=branch, base=base, owner=owner)
         await _write_base(made)
     return made
 
@@ -264,6 +268,13 @@ async def orphans(
                     await _remove_worktree(root, wt.path)
         found += here
     return found
+
+
+async def prune(found: Iterable[Worktree]) -> None:
+    """Remove these worktrees (directory and registration; their branches are kept)."""
+    for wt in found:
+        async with _lock(wt.repo):
+            await _remove_worktree(wt.repo, wt.path)
 
 
 async def recreate(wt: Worktree) -> None:
@@ -458,7 +469,9 @@ async def _unknown_worktrees(root: str, known: set[str], top: str) -> list[Workt
         if path in known or not _inside(path, top):
             continue
         branch = entry.get("branch", "").removeprefix("refs/heads/")
-        found.append(Worktree(root, path, branch, _read_base(admins.get(path))))
+        admin = admins.get(path)
+        base, owner = _read_admin(admin, _BASE_FILE), _read_admin(admin, _OWNER_FILE)
+        found.append(Worktree(root, path, branch, base, owner))
     return found
 
 
@@ -476,6 +489,8 @@ async def _remove_worktree(repo: str, path: str) -> None:
 async def _write_base(wt: Worktree) -> None:
     admin = await _admin_dir(wt.path)
     await asyncio.to_thread(_write_text, os.path.join(admin, _BASE_FILE), wt.base + "\n")
+    if wt.owner:
+        await asyncio.to_thread(_write_text, os.path.join(admin, _OWNER_FILE), wt.owner + "\n")
 
 
 async def _admin_dir(path: str) -> str:
@@ -538,11 +553,12 @@ def _copy_index(admin: str, scratch: str) -> str:
     return index
 
 
-def _read_base(admin: str | None) -> str:
+def _read_admin(admin: str | None, name: str) -> str:
+    """One of our files in a worktree's admin directory ("" when it has none)."""
     if admin is None:
         return ""
     try:
-        with open(os.path.join(admin, _BASE_FILE), encoding="utf-8") as found:
+        with open(os.path.join(admin, name), encoding="utf-8") as found:
             return found.read().strip()
     except FileNotFoundError:
         return ""
