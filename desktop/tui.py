@@ -115,6 +115,7 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
         self.tool_kinds: dict[str, str] = {}  # toolCallId -> ACP kind (execute, edit, read, ...)
         self.diff_shown: set[str] = set()
         self.review_marks: dict[tuple[str, int], dict[str, str]] = {}
+        self.reverts: dict[str, list[list[str]]] = {}
         self.colour = os.isatty(1) and os.environ.get("TERM", "dumb") != "dumb"
         self.states: dict[str, dict[str, Any]] = {}  # sessionId -> its last summary seen
         self.numbers: list[str] = []

@@ -10,6 +10,7 @@ saw) and the user's own marks, kept (✓) and rejected (✗), which no one else 
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ WORKTREE_USAGE: Final = "usage: /worktree [diff [PAGE]]"
 DIFF_FILES_PER_PAGE: Final = 20
 HUNK_LINES: Final = 60  # lines of one hunk printed before the rest is counted
 KEPT, REJECTED = "✓", "✗"
+# The sidecar's own advice for a refused revert names the wire field; ours names the flag.
+FORCE_NOTE: Final = re.compile(r"\s*\(force: true[^)]*\)")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class ReviewCommands:
     review: Review | None = None
     # Marks outlive a listing: `/review 1` after `/review 2` shows turn 1's marks again.
     review_marks: dict[tuple[str, int], dict[str, str]]
+    reverts: dict[str, list[list[str]]]  # per session, each revert's hunk ids, oldest first
 
     def _reviewing(self) -> str:
         if self.current is None:
@@ -246,29 +250,65 @@ class ReviewCommands:
         base = {"sessionId": sid, "turn": review.turn, "force": force}
         if isinstance(picked, str):
             done = await self._revert({**base, "path": picked}, f"/review reject {picked}")
-            for hunk in review.hunks:
-                if hunk.path == picked:
-                    review.marks[hunk.hunk_id] = REJECTED
+            ids = [h.hunk_id for h in review.hunks if h.path == picked]
+            self._rejected(review, ids)
             self.say(f"reverted {picked} to before turn {review.turn}{_undo_hint(done)}")
             return
         for path, hunks in picked.items():
             numbers = " ".join(str(h.number) for h in hunks)
             params = {**base, "path": path, "hunks": [h.hunk_id for h in hunks]}
             done = await self._revert(params, f"/review reject {numbers}")
-            for hunk in hunks:
-                review.marks[hunk.hunk_id] = REJECTED
+            self._rejected(review, [h.hunk_id for h in hunks])
             self.say(f"reverted hunk(s) {numbers} of {path} {REJECTED}{_undo_hint(done)}")
 
+    def _rejected(self, review: Review, ids: list[str]) -> None:
+        for hunk_id in ids:
+            review.marks[hunk_id] = REJECTED
+        self.reverts.setdefault(review.session_id, []).append(ids)
+
     async def _revert(self, params: dict[str, Any], retry: str) -> dict[str, Any]:
-        """`_session/revert`; a refusal because the lines changed since says how to force."""
+        """`_session/revert`; a refusal because the lines changed since says, in the
+        numbers the user saw, what changed and how to force it."""
         try:
             done: dict[str, Any] = await self.host.request(Method.REVERT, params)
         except RpcError as exc:
             changed = exc.code == ErrorCode.INVALID_STATE and "changed since" in exc.message
             if changed and not params["force"]:
-                raise UsageError(f"{exc.message} ({retry} --force reverts anyway)") from None
+                raise UsageError(self._changed_since(exc.message, params, retry)) from None
             raise
         return done
+
+    def _changed_since(self, message: str, params: dict[str, Any], retry: str) -> str:
+        review = self.review
+        text = FORCE_NOTE.sub("", message)
+        again = []
+        for hunk in review.hunks if review is not None else []:
+            if hunk.hunk_id in (params.get("hunks") or []):
+                text = text.replace(hunk.hunk_id, str(hunk.number))
+                if review is not None and review.marks.get(hunk.hunk_id) == REJECTED:
+                    again.append(str(hunk.number))
+        hint = f"{retry} --force takes them back from the file as the turn left it"
+        if again:
+            hint = f"hunk(s) {' '.join(again)} reverted already; " + hint
+        return f"{self.clean(text)} ({hint})"
+
+    def on_code_rewound(self, session_id: str, undo: bool) -> None:
+        """A code rewind put files back. An undo takes back the last revert (when the
+        last step was one): its hunks lose their ✗; a rewind to before a turn may bring
+        back any rejected hunk: all of this session's ✗ go. Kept marks stay."""
+        steps = self.reverts.setdefault(session_id, [])
+        if undo and steps:
+            back = set(steps.pop())
+        elif undo:
+            return
+        else:
+            steps.clear()
+            back = None
+        for (sid, _turn), marks in self.review_marks.items():
+            if sid == session_id:
+                for hunk_id in [h for h, mark in marks.items() if mark == REJECTED]:
+                    if back is None or hunk_id in back:
+                        del marks[hunk_id]
 
     def _accept(self, sid: str, words: list[str]) -> None:
         review = self._listed(sid)

@@ -100,7 +100,11 @@ def test_review_reject_refuses_lines_changed_since_and_a_whole_file(
         tui.run("/review", r"2 hunk\(s\)")
         # The user changes hunk 2's line after the turn: the revert is refused until forced.
         target.write_text(target.read_text().replace("ALPHA\nline 19", "mine\nline 19"))
-        tui.run("/review reject 2", r"error: .*changed since turn 1.*/review reject 2 --force")
+        tui.run(
+            "/review reject 2",
+            r"error: poem\.txt changed since turn 1: the lines of hunk\(s\) 2 \(@@ -15,6 .*"
+            r"nothing was reverted \(/review reject 2 --force takes them back",
+        )
         assert target.read_text().splitlines()[17] == "mine"
         tui.run("/review reject 2 --force", r"reverted hunk\(s\) 2 of poem\.txt ✗")
         assert target.read_text().splitlines()[17] == "alpha"
@@ -110,7 +114,11 @@ def test_review_reject_refuses_lines_changed_since_and_a_whole_file(
         tui.run("/review 2", r"turn 2 changed 1 file\(s\), 1 hunk\(s\):\n  A notes\.txt \+1 -0")
         tui.run("/review reject notes.txt", r"reverted notes\.txt to before turn 2")
         assert not (workspace / "notes.txt").exists()
+        tui.run("/review 2", r"  \[1\] ✗ @@ -0,0 \+1 @@")
         tui.run("/rewind undo --yes", r"rewound:\n  restore notes\.txt")
         assert (workspace / "notes.txt").read_text() == "made in turn 2"
+        # The undo took back that revert only: its hunk is unmarked, turn 1's stays ✗.
+        tui.run("/review 2", r"  \[1\] @@ -0,0 \+1 @@")
+        tui.run("/review 1", r"  \[2\] ✗ @@ -15,6")
     finally:
         tui.kill()
