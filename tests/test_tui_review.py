@@ -83,6 +83,7 @@ def test_review_lists_hunks_and_rejects_one(data_dir: Path, workspace: Path) -> 
         assert now[:17] == lines[:17] and now[18:] == lines[18:]
         tui.run("/review accept 2", r"kept hunk\(s\) 2 ✓")
         tui.run("/review", r"  \[1\] ✗ @@ -1,5 \+1,5 @@\n(.*\n)*?  \[2\] ✓ @@ -15,6 \+15,6 @@")
+        tui.run("/help", r"/review \[TURN\] +a turn's changes")
     finally:
         tui.kill()
 
