@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from desktop import mcp_servers, render, sessions
+from desktop.bridge_review import ReviewCalls
 from desktop.client import RpcError, SidecarGone
 from protocol.errors import ErrorCode
 from protocol.methods import Method
@@ -105,8 +106,28 @@ def _text(value: Any, name: str) -> str:
     return value
 
 
-class Bridge:
-    """The js_api of one page (one per window, so a page can say which one it is)."""
+def _worktree(value: Any) -> bool | dict[str, str] | str | None:
+    """`_meta.worktree` from the form (None: not asked for), or what is wrong with it."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return True
+    if not isinstance(value, dict) or set(value) - {"branch", "base"}:
+        return "worktree must be true or {branch?, base?}"
+    place: dict[str, str] = {}
+    for key in ("branch", "base"):
+        given = value.get(key)
+        if given is None or given == "":
+            continue
+        if not isinstance(given, str) or len(given) > MAX_AGENT_NAME:
+            return f"worktree.{key} must be text (at most {MAX_AGENT_NAME} characters)"
+        place[key] = given.strip()
+    return place or True
+
+
+class Bridge(ReviewCalls):
+    """The js_api of one page (one per window, so a page can say which one it is); the
+    worktree and review calls are ReviewCalls'."""
 
     def __init__(self, app: DesktopApp, page_id: str) -> None:
         self._app = app
@@ -386,20 +407,27 @@ class Bridge:
         title: str,
         servers: list[dict[str, str]] | None = None,
         agent: str | None = None,
+        worktree: bool | dict[str, str] | None = None,
     ) -> Any:
         """A session in `cwd`; `agent` names who runs it (a `_session/agents` name; none:
-        the sidecar's default, our builtin loop)."""
+        the sidecar's default, our builtin loop); `worktree` (true, or `{branch?, base?}`)
+        makes it in a new git worktree of the cwd's repository."""
         folder = _folder(cwd)
         if isinstance(folder, dict):
             return folder
         cwd = folder
-        meta = {"mode": mode or "craft", "backend": backend or "pipe"}
+        meta: dict[str, Any] = {"mode": mode or "craft", "backend": backend or "pipe"}
         if isinstance(title, str) and title.strip():
             meta["title"] = title.strip()
         if agent is not None:
             if not isinstance(agent, str) or not agent.strip() or len(agent) > MAX_AGENT_NAME:
                 return error("invalid_input", "agent must be an agent's name", "Agent")
             meta["agent"] = agent.strip()
+        place = _worktree(worktree)
+        if isinstance(place, str):
+            return error("invalid_input", place, "Worktree")
+        if place is not None:
+            meta["worktree"] = place
         try:
             mcp = [
                 mcp_servers.to_acp(s.get("name", ""), s.get("target", "")) for s in servers or []

@@ -6,8 +6,8 @@ daemon thread with plain `os.read`: the shared terminal is never made non-blocki
 reader lock can stall exit. Turns run as tasks, so `/cancel` works mid-turn. Views are
 asked of the sidecar, never cached here. Sessions are in `desktop.tui_sessions`, approvals,
 rules and MCP servers in `desktop.tui_consent`, command output in `desktop.tui_output`,
-file changes, diffs and rewinding in `desktop.tui_changes`, worktrees and the per-hunk
-review in `desktop.tui_review`.
+file changes, diffs and rewinding in `desktop.tui_changes`, the agent's plan in
+`desktop.tui_plan`, worktrees and the per-hunk review in `desktop.tui_review`.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from desktop.host import SidecarHost
 from desktop.tui_changes import ChangesCommands, UsageError
 from desktop.tui_consent import ConsentCommands, permission_key
 from desktop.tui_output import OutputView
+from desktop.tui_plan import PlanView, plan_lines
 from desktop.tui_review import ReviewCommands
 from desktop.tui_sessions import SessionCommands
 from protocol.methods import Method
@@ -116,6 +117,7 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
         self.diff_shown: set[str] = set()
         self.review_marks: dict[tuple[str, int], dict[str, str]] = {}
         self.reverts: dict[str, list[list[str]]] = {}
+        self.plans = PlanView()  # the agent's plan, printed when it changes
         self.colour = os.isatty(1) and os.environ.get("TERM", "dumb") != "dumb"
         self.states: dict[str, dict[str, Any]] = {}  # sessionId -> its last summary seen
         self.numbers: list[str] = []
@@ -214,6 +216,10 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
                 self.command_started(sid, call_id, str(command))
             else:
                 self.say(f"[{call_kind}] {update.get('title')}")
+        elif kind == "plan":
+            entries = [e for e in update.get("entries") or [] if isinstance(e, dict)]
+            if self.plans.changed(sid, entries):
+                self.say("\n".join(plan_lines(entries, self.clean)))
         elif kind == "tool_call_update":
             output = (update.get("_meta") or {}).get("output")
             raw = update.get("rawOutput")

@@ -60,9 +60,17 @@ class Method:
     WORKTREE_PATCH: Final = "_session/worktree/patch"
     WORKTREE_ORPHANS: Final = "_session/worktree/orphans"
     REVERT: Final = "_session/revert"
+    QUEUE: Final = "_session/queue"
+    QUEUE_LIST: Final = "_session/queue/list"
+    QUEUE_EDIT: Final = "_session/queue/edit"
+    QUEUE_REMOVE: Final = "_session/queue/remove"
+    QUEUE_MOVE: Final = "_session/queue/move"
+    QUEUE_RUN: Final = "_session/queue/run"
+    EDIT: Final = "_session/edit"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
+    QUEUE_UPDATE: Final = "_session/queue_update"
 
 
 ACP_METHODS: Final[tuple[str, ...]] = (
@@ -103,4 +111,11 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.WORKTREE_PATCH,
     Method.WORKTREE_ORPHANS,
     Method.REVERT,
+    Method.QUEUE,
+    Method.QUEUE_LIST,
+    Method.QUEUE_EDIT,
+    Method.QUEUE_REMOVE,
+    Method.QUEUE_MOVE,
+    Method.QUEUE_RUN,
+    Method.EDIT,
 )

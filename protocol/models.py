@@ -77,6 +77,16 @@ class McpServerStatus(WireModel):
     error: str | None
 
 
+class InstructionFileUsed(WireModel):
+    """A project instruction file (AGENTS.md, CLAUDE.md) the builtin engine's prompt holds,
+    as the live runtime last read it."""
+
+    path: str
+    bytes: int  # its size on disk
+    cut: bool  # only its first part is in the prompt (the cut is marked there)
+    skipped: str | None = None  # why it is left out (binary, outside the project, unreadable)
+
+
 class AwaitingPermission(WireModel):
     tool_call_id: str
     title: str
@@ -134,6 +144,9 @@ class SessionSummary(WireModel):
     checkpoint_problem: str | None  # why turns are not checkpointed, if they are not
     awaiting_permission: AwaitingPermission | None
     mcp_servers: list[McpServerStatus]
+    # Observed by the live builtin runtime (never stored): empty when not live, and for
+    # external agents, which read their own.
+    instructions: list[InstructionFileUsed] = []
     created_at: str
     updated_at: str
     http: HttpEndpoint | None
@@ -241,6 +254,45 @@ class RevertParams(StrictParams):
         if self.path.startswith("/") or ".." in parts or "" in parts or "\0" in self.path:
             raise ValueError("path must be relative to the session's directory, as listed")
         return self
+
+
+# ACP content blocks (checked against ACP's own ContentBlock by the edge).
+PromptBlocks = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=1000)]
+QueueItemId = Annotated[str, Field(pattern=r"^q_[0-9a-f]{16}$")]
+
+
+class QueueParams(StrictParams):
+    """`_session/queue`: a message for the session's next free turn."""
+
+    session_id: SessionId
+    prompt: PromptBlocks
+    now: StrictBool = False  # cancel the running turn and run this next ("send now")
+
+
+class QueueEditParams(StrictParams):
+    session_id: SessionId
+    id: QueueItemId
+    prompt: PromptBlocks
+
+
+class QueueItemParams(StrictParams):
+    session_id: SessionId
+    id: QueueItemId
+
+
+class QueueMoveParams(StrictParams):
+    session_id: SessionId
+    id: QueueItemId
+    index: JsonInt = Field(ge=0)
+
+
+class EditParams(StrictParams):
+    """`_session/edit`: an earlier message edited and sent again."""
+
+    session_id: SessionId
+    turn: JsonInt = Field(ge=1)
+    text: Annotated[str, Field(min_length=1, max_length=1_000_000)]
+    scope: Literal["conversation", "both"] = "conversation"
 
 
 class AgentsParams(StrictParams):

@@ -1790,6 +1790,329 @@ def agents(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     return seen
 
 
+# ---- worktrees and review (issue 24) ---------------------------------------------------
+
+
+def git(cwd: Path | str, *args: str) -> str:
+    """Real git in `cwd`, its output (a failure raises, with git's words)."""
+    done = subprocess.run(
+        ["git", "-C", str(cwd), *args], capture_output=True, text=True, check=False, timeout=60
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)}: {done.stderr.strip()}")
+    return done.stdout
+
+
+def git_repo(workspace: Path, files: dict[str, str]) -> None:
+    """`workspace` as a git repository on `main` with `files` committed."""
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "config", "user.name", "Window Test")
+    git(workspace, "config", "user.email", "window@test.invalid")
+    for name, text in files.items():
+        (workspace / name).write_text(text)
+    git(workspace, "add", "-A")
+    git(workspace, "commit", "-q", "-m", "start")
+
+
+def auto_approve(page: Page, session_id: str) -> None:
+    page.host(
+        Method.SESSION_SET_CONFIG_OPTION,
+        {"sessionId": session_id, "configId": "approval", "value": "auto"},
+    )
+
+
+def branch_files(page: Page) -> list[str]:
+    script = "[...document.querySelectorAll('[data-testid=branch-file]')].map(f => f.dataset.path)"
+    return list(page.js(script) or [])
+
+
+def badges(page: Page, session_id: str) -> dict[str, Any]:
+    def shown(testid: str) -> str | None:
+        el = page.el(testid, session_id)
+        return str(page.js(f"{el} ? {el}.innerText : null") or "") or None
+
+    return {k: shown(f"session-{k}") for k in ("branch", "sync", "dirty")}
+
+
+def confirm_branch(page: Page) -> str:
+    """The branch view's confirmation: its question; then confirmed."""
+    box = page.el("branch-confirm")
+    page.wait(f"!{box}.hidden", "the confirmation")
+    page.wait(f"document.activeElement === {page.el('branch-confirm-cancel')}", "its focus")
+    question = page.text("branch-confirm-text")
+    page.click("branch-confirm-ok")
+    return question
+
+
+@scenario
+def worktree_merge(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A session made in a new worktree from the form (a bad branch refused next to the
+    form first), its branch badge and its repository's group; a turn writes a file; the
+    branch's Changes view; a squash merge after its confirmation; then a conflicting
+    merge refused, naming the file."""
+    workspace = Path(args.workspace)
+    git_repo(workspace, {"README.md": "the app\n"})
+    page.ready()
+    seen: dict[str, Any] = {}
+    page.click("new-session")
+    page.fill("new-cwd", args.workspace)
+    page.fill("new-title", "In a worktree")
+    seen["options_hidden"] = not page.visible("new-worktree-options")
+    page.js(f"{page.el('new-worktree')}.click()")
+    seen["options_shown"] = page.visible("new-worktree-options")
+    page.fill("new-branch", "bad..name")
+    page.click("create-session")
+    error = page.el("new-worktree-error")
+    page.wait(f"!{error}.hidden", "the worktree's error")
+    seen["bad_branch"] = {
+        "error": page.text("new-worktree-error"),
+        "form_open": page.visible("new-session-form"),
+        "focus": page.focused(),
+        "kept": page.js(f"{page.el('new-branch')}.value"),
+        "sessions": len(page.session_ids()),
+    }
+    page.fill("new-branch", "feature-x")
+    page.click("create-session")
+    page.wait("document.querySelectorAll('[data-testid=session-item]').length === 1", "created")
+    (sid,) = page.session_ids()
+    page.wait_item(sid, "idle", 1)
+    summary = page.host(Method.STATUS, {"sessionId": sid})
+    seen["worktree"] = summary["worktree"]
+    seen["cwd"] = summary["cwd"]
+    page.wait(f"!!{page.el('session-branch', sid)}", "the branch badge")
+    seen["badges"] = badges(page, sid)
+    seen["detail_pill"] = page.text("detail-worktree")
+    # A plain session on the same repository: grouped with the worktree one.
+    plain = page.create_session(args.workspace, "Plain")
+    page.js(f"{page.el('group-by-project')}.click()")
+    groups = "[...document.querySelectorAll('[data-testid=session-group]')]"
+    page.wait(f"{groups}.length > 0", "the groups")
+    seen["groups"] = page.js(
+        f"{groups}.map(g => [g.dataset.repo, g.querySelector('.group-count').textContent])"
+    )
+    seen["plain_badge"] = badges(page, plain)["branch"]
+    page.select(sid)
+    auto_approve(page, sid)
+    page.send("/write feature.txt made in the worktree")
+    page.wait_changes(1)
+    page.wait_item(sid, "idle")
+    page.wait(f"!!{page.el('session-dirty', sid)}", "the dirty badge after the turn")
+    seen["badges_after_turn"] = badges(page, sid)
+    seen["in_worktree"] = (Path(summary["cwd"]) / "feature.txt").read_text()
+    seen["in_repo_before"] = (workspace / "feature.txt").exists()
+    # The Changes view of the whole branch.
+    page.click("branch-changes")
+    page.wait(f"{SEL}('[data-testid=branch-file]')", "the branch's files")
+    view = page.el("branch-view")
+    seen["view"] = {
+        "title": page.text("branch-title"),
+        "totals": page.text("branch-totals"),
+        "files": branch_files(page),
+        "rows": page.diff_rows(view),
+        "discard_disabled": page.js(f"{page.el('discard-worktree')}.disabled"),
+    }
+    seen["shot"] = page.screenshot(Path(args.artifacts) / "desktop-branch-view.png")
+    page.js(f"{page.el('merge-strategy')}.value = 'squash'")
+    page.click("merge-branch")
+    seen["merge_question"] = confirm_branch(page)
+    notice = page.el("notice-banner")
+    page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Merged')", "the merge")
+    seen["merge_notice"] = page.text("notice-banner")
+    seen["in_repo_after"] = (workspace / "feature.txt").read_text()
+    seen["main_log"] = git(workspace, "log", "--format=%s", "main").splitlines()
+    page.wait(f"!{page.el('session-dirty', sid)}", "the dirty badge gone after the merge")
+    seen["badges_after_merge"] = badges(page, sid)
+    seen["view_open_after"] = page.visible("branch-view")
+    # A conflict: main and the branch change the same line; the merge names the file.
+    (workspace / "feature.txt").write_text("main's own line\n")
+    git(workspace, "commit", "-q", "-am", "main moves on")
+    page.click("branch-close")
+    page.send("/write feature.txt the worktree's second line")
+    page.wait_changes(2)
+    page.wait_item(sid, "idle")
+    page.click("branch-changes")
+    page.wait(f"{SEL}('[data-testid=branch-file]')", "the branch's files again")
+    page.js(f"{page.el('merge-strategy')}.value = 'merge'")
+    page.click("merge-branch")
+    confirm_branch(page)
+    page.wait(f"!{page.el('branch-error')}.hidden", "the conflict")
+    seen["conflict"] = {
+        "text": page.text("branch-error-text"),
+        "files": page.js(
+            "[...document.querySelectorAll('[data-testid=branch-conflict]')].map(l => l.innerText)"
+        ),
+        "main_file": (workspace / "feature.txt").read_text(),
+        "main_status": git(workspace, "status", "--porcelain"),
+    }
+    # Esc closes the view, the focus back on its button.
+    key(page, "Escape", page.el("branch-view"))
+    page.wait(f"{page.el('branch-view')}.hidden", "the view closed by Esc")
+    seen["focus_after_esc"] = page.focused()
+    return seen
+
+
+@scenario
+def worktree_discard(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """Discard a worktree: refused in the page while the session is live, then, once it is
+    closed, confirmed and done: the worktree and its branch gone, the session kept."""
+    workspace = Path(args.workspace)
+    git_repo(workspace, {"README.md": "the app\n"})
+    page.ready()
+    made = page.host(
+        Method.SESSION_NEW,
+        {
+            "cwd": args.workspace,
+            "mcpServers": [],
+            "_meta": {"title": "To discard", "worktree": True},
+        },
+    )
+    sid = made["sessionId"]
+    page.select(sid)
+    page.wait(f"!!{page.el('session-branch', sid)}", "the branch badge")
+    worktree = made["_meta"]["worktree"]
+    seen: dict[str, Any] = {"branch": worktree["branch"], "badges": badges(page, sid)}
+    page.click("branch-changes")
+    page.wait(f"!{page.el('branch-empty')}.hidden", "an empty branch")
+    discard = page.el("discard-worktree")
+    seen["live"] = {
+        "disabled": page.js(f"{discard}.disabled"),
+        "title": page.js(f"{discard}.title"),
+        "empty": page.text("branch-empty"),
+    }
+    page.click("branch-close")
+    # 120 files: the view shows a page of 100, the rest on "Load more files".
+    auto_approve(page, sid)
+    page.send("$ for i in $(seq 1 120); do echo line $i > f$i.txt; done")
+    page.wait_item(sid, "running")
+    page.wait_item(sid, "idle")
+    page.click("branch-changes")
+    page.wait("document.querySelectorAll('[data-testid=branch-file]').length > 0", "a page")
+    seen["first_page"] = {
+        "files": len(branch_files(page)),
+        "more": page.visible("branch-more"),
+        "totals": page.text("branch-totals"),
+    }
+    page.click("branch-more")
+    page.wait("document.querySelectorAll('[data-testid=branch-file]').length > 100", "page 2")
+    files = branch_files(page)
+    seen["all_pages"] = {
+        "files": len(files),
+        "distinct": len(set(files)),
+        "more": page.visible("branch-more"),
+        "totals": page.text("branch-totals"),
+    }
+    page.click("branch-close")
+    page.click("close-session")
+    page.wait_item(sid, "closed")
+    page.click("branch-changes")
+    page.click("discard-worktree")
+    seen["question"] = confirm_branch(page)
+    notice = page.el("notice-banner")
+    page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Discarded')", "the discard")
+    seen["notice"] = page.text("notice-banner")
+    page.wait(f"!{page.el('session-branch', sid)}", "the badge gone")
+    seen["after"] = {
+        "badges": badges(page, sid),
+        "view_open": page.visible("branch-view"),
+        "button_shown": page.visible("branch-changes"),
+        "directory": Path(worktree["path"]).exists(),
+        "branches": git(workspace, "branch", "--list", worktree["branch"]).strip(),
+        "listed": sid in page.session_ids(),
+        "summary_worktree": page.host(Method.STATUS, {"sessionId": sid}).get("worktree"),
+    }
+    return seen
+
+
+POEM = [
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen", "twenty",
+]  # fmt: skip
+
+
+def poem(**changed: str) -> str:
+    return "".join(f"{changed.get(line, line)}\n" for line in POEM)
+
+
+@scenario
+def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A turn's diff card reviewed hunk by hunk: keys move between hunks, `a` keeps one,
+    `r` reverts another on disk (the card is drawn again), and a hunk whose lines changed
+    since the turn is reverted only after "Revert anyway"."""
+    workspace = Path(args.workspace)
+    (workspace / "poem.txt").write_text(poem())
+    page.ready()
+    sid = page.create_session(args.workspace, "Review")
+    auto_approve(page, sid)
+    page.send("/write poem.txt " + poem(two="TWO", nineteen="NINETEEN").rstrip("\n"))
+    slot = page.wait_changes(1)
+    page.wait_item(sid, "idle")
+    page.js(f"{slot}.querySelector('[data-testid=change-file]').click()")
+    review = f"{slot}.querySelector('[data-testid=file-review]')"
+    hunks = f"[...{review}.querySelectorAll('[data-testid=hunk]')]"
+    page.wait(f"!!{review} && {hunks}.length === 2", "two hunks to review")
+    seen: dict[str, Any] = {
+        "state": page.js(f"{review}.querySelector('[data-testid=file-review-state]').innerText"),
+        "rows": page.diff_rows(review),
+    }
+    # Keys: focus the first hunk, j to the second, k back; a keeps the first (and moves on).
+    page.js(f"{hunks}[0].focus()")
+    key(page, "j", "document.activeElement")
+    seen["after_j"] = page.js(f"{hunks}.indexOf(document.activeElement)")
+    key(page, "k", "document.activeElement")
+    seen["after_k"] = page.js(f"{hunks}.indexOf(document.activeElement)")
+    key(page, "a", "document.activeElement")
+    seen["after_a"] = {
+        "verdicts": page.js(f"{hunks}.map(h => h.dataset.verdict)"),
+        "focus": page.js(f"{hunks}.indexOf(document.activeElement)"),
+    }
+    # r on the second: reverted on disk, the card drawn again with the focus on it.
+    key(page, "r", "document.activeElement")
+    notice = page.el("notice-banner")
+    page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Reverted')", "the revert")
+    seen["notice"] = page.text("notice-banner")
+    seen["on_disk"] = (workspace / "poem.txt").read_text()
+    page.wait(f"!!{review} && {hunks}.some(h => h.dataset.verdict === 'rejected')", "the mark")
+    seen["after_r"] = {
+        "verdicts": page.js(f"{hunks}.map(h => h.dataset.verdict)"),
+        "state": page.js(f"{review}.querySelector('[data-testid=file-review-state]').innerText"),
+        "focused_hunk": page.js(f"{hunks}.indexOf(document.activeElement)"),
+    }
+    seen["shot"] = page.screenshot(Path(args.artifacts) / "desktop-hunk-review.png")
+    # Turn 2 changes a line; the user changes it again; Reject is refused, then forced.
+    page.send("/edit poem.txt ten TEN")
+    slot2 = page.wait_changes(2)
+    page.wait_item(sid, "idle")
+    (workspace / "poem.txt").write_text(
+        (workspace / "poem.txt").read_text().replace("TEN", "ten, by the user")
+    )
+    page.js(f"{slot2}.querySelector('[data-testid=change-file]').click()")
+    review2 = f"{slot2}.querySelector('[data-testid=file-review]')"
+    page.wait(f"!!{review2} && !!{review2}.querySelector('[data-testid=hunk]')", "turn 2's hunk")
+    page.js(f"{review2}.querySelector('[data-testid=hunk-reject]').click()")
+    problem = f"{review2}.querySelector('[data-testid=revert-problem]')"
+    page.wait(f"!{problem}.hidden", "the refusal")
+    seen["refusal"] = {
+        "text": page.js(f"{problem}.innerText"),
+        "focus": page.focused(),
+        "on_disk": (workspace / "poem.txt").read_text(),
+    }
+    page.js(f"{problem}.querySelector('[data-testid=revert-force]').click()")
+    page.wait(
+        f"!{notice}.hidden && {notice}.innerText.includes('overwriting')", "the forced revert"
+    )
+    seen["forced_notice"] = page.text("notice-banner")
+    seen["forced_on_disk"] = (workspace / "poem.txt").read_text()
+    # The notice's Undo: a code rewind's undo, the user's line back.
+    page.click("notice-action")
+    page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Undid')", "the undo")
+    seen["undone_on_disk"] = (workspace / "poem.txt").read_text()
+    page.wait(
+        f"!{review2}.querySelector('[data-testid=hunk]').dataset.verdict", "the mark forgotten"
+    )
+    return seen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario", choices=sorted(SCENARIOS))

@@ -20,7 +20,8 @@ Standalone (end-to-end tests that run the sidecar as a subprocess)::
 
 Reply objects ("type" is required; any reply may add "delay": seconds to wait before
 answering, "chunk_delay": seconds between streamed chunks, "finish_reason": override, and
-"reasoning": text streamed word by word (or a list of pieces, each one delta) as
+"argument_chunk": characters of a tool call's arguments per streamed delta (7 unless
+given), "reasoning": text streamed word by word (or a list of pieces, each one delta) as
 `reasoning_content` deltas before the rest, as OpenAI-compatible reasoning servers
 (DeepSeek, vLLM) do)::
 
@@ -207,8 +208,9 @@ class FakeChatServer:
         for i, c in enumerate(calls):  # as OpenAI does: id + name first, then argument pieces
             head = _call_json({**c, "arguments": ""}, index=i)
             out.append(({"tool_calls": [head]}, None))
-            for k in range(0, len(c["arguments"]), 7):
-                frag = c["arguments"][k : k + 7]
+            step = int(reply.get("argument_chunk") or 7)
+            for k in range(0, len(c["arguments"]), step):
+                frag = c["arguments"][k : k + step]
                 out.append(({"tool_calls": [{"index": i, "function": {"arguments": frag}}]}, None))
         out.append(({}, reply.get("finish_reason") or ("tool_calls" if calls else "stop")))
         return out

@@ -88,7 +88,14 @@ async def test_plain_prompt_streams_the_scripted_text(
     assert "coding agent" in body["system"] and str(workspace) in body["system"]
     assert body["messages"] == [user_text("say hello")]
     tools = {tool["name"]: tool for tool in body["tools"]}
-    assert sorted(tools) == ["bash", "edit_file", "list_files", "read_file", "write_file"]
+    assert sorted(tools) == [
+        "bash",
+        "edit_file",
+        "list_files",
+        "read_file",
+        "update_plan",
+        "write_file",
+    ]
     assert tools["bash"]["input_schema"]["required"] == ["command"]
     assert tools["edit_file"]["input_schema"]["required"] == ["path", "old_text", "new_text"]
     assert request["completed"] and not request["abandoned"]

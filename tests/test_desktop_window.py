@@ -757,3 +757,119 @@ def test_answers_that_come_late_miss_nothing_that_happened_meanwhile(tmp_path: P
     # Coming back to a transcript read halfway: it is where it was, its page slow or not.
     assert abs(r["scroll_back"] - 300) <= 1
     assert abs(r["scroll_after_a_turn"] - 300) <= 1
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@window_only
+def test_a_worktree_session_from_the_form_is_reviewed_and_squash_merged(tmp_path: Path) -> None:
+    r = run_driver("worktree_merge", tmp_path)
+    repo = tmp_path / "workspace"
+    # A bad branch is refused next to the form, which stays as it was; nothing is made.
+    assert r["options_hidden"] and r["options_shown"]
+    bad = r["bad_branch"]
+    assert "_meta.worktree.branch" in bad["error"] and "bad..name" in bad["error"]
+    assert (bad["form_open"], bad["focus"], bad["kept"], bad["sessions"]) == (
+        True,
+        "new-branch",
+        "bad..name",
+        0,
+    )
+    wt = r["worktree"]
+    assert (wt["branch"], wt["base"], wt["repo"]) == ("feature-x", "main", str(repo))
+    assert r["cwd"] == wt["path"] and wt["path"] != str(repo)
+    assert r["badges"]["branch"] == "⎇ feature-x" and r["badges"]["dirty"] is None
+    assert r["detail_pill"].startswith("⎇ feature-x")
+    # Both sessions of the repository under one header (the worktree one by its repo).
+    assert r["groups"] == [[str(repo), "2"]]
+    assert r["plain_badge"] is None
+    # The turn wrote into the worktree, not the main tree; the badge says it is dirty.
+    assert r["in_worktree"] == "made in the worktree" and r["in_repo_before"] is False
+    assert r["badges_after_turn"]["dirty"] == "●"
+    view = r["view"]
+    assert view["title"] == "feature-x → main"
+    assert view["files"] == ["feature.txt"] and view["totals"].startswith("1 file")
+    assert "add||1|made in the worktree" in view["rows"]
+    assert view["discard_disabled"] is True  # live: close it first
+    assert r["merge_question"].startswith("Squash-merge feature-x into main?")
+    assert "Merged (squash) feature-x into main" in r["merge_notice"]
+    # The base branch has the change, as one new commit on main.
+    assert r["in_repo_after"] == "made in the worktree"
+    assert len(r["main_log"]) == 2 and r["main_log"][-1] == "start"
+    squashed = _git(repo, "log", "--format=%H", "main").split()[-2]  # main moved on since
+    assert _git(repo, "show", f"{squashed}:feature.txt") == "made in the worktree"
+    assert _git(repo, "rev-list", "--parents", "-n1", squashed).split()[1:] == [
+        _git(repo, "rev-list", "--max-parents=0", "main").strip()
+    ], "one commit on main, not a merge"
+    assert r["badges_after_merge"]["dirty"] is None and r["view_open_after"] is True
+    # A conflicting merge names the file; the main tree and main are left as they were.
+    conflict = r["conflict"]
+    assert "conflicts in feature.txt" in conflict["text"] and conflict["files"] == ["feature.txt"]
+    assert conflict["main_file"] == "main's own line\n" and conflict["main_status"] == ""
+    assert _git(repo, "log", "-1", "--format=%s", "main").strip() == "main moves on"
+    assert r["focus_after_esc"] == "branch-changes"
+
+
+@window_only
+def test_a_closed_worktree_session_is_discarded_after_a_confirmation(tmp_path: Path) -> None:
+    r = run_driver("worktree_discard", tmp_path)
+    assert r["badges"]["branch"] == f"⎇ {r['branch']}"
+    live = r["live"]
+    assert live["disabled"] is True and "Close the session first" in live["title"]
+    assert live["empty"].startswith("No changes on this branch")
+    # Paged: 100 files, then the other 20 on "Load more files".
+    assert r["first_page"] == {"files": 100, "more": True, "totals": "100+ files +100 −0"}
+    assert r["all_pages"] == {
+        "files": 120,
+        "distinct": 120,
+        "more": False,
+        "totals": "120 files +120 −0",
+    }
+    assert r["question"].startswith(
+        f"Discard this session's worktree and the branch {r['branch']}?"
+    )
+    assert f"Discarded the worktree and {r['branch']}" in r["notice"]
+    after = r["after"]
+    assert after["badges"] == {"branch": None, "sync": None, "dirty": None}
+    assert (after["view_open"], after["button_shown"]) == (False, False)
+    assert (after["directory"], after["branches"]) == (False, "")
+    assert after["listed"] is True and after["summary_worktree"] is None
+    assert _git(tmp_path / "workspace", "branch", "--list", r["branch"]).strip() == ""
+
+
+@window_only
+def test_a_turns_hunks_are_accepted_and_rejected_one_by_one_with_the_keyboard(
+    tmp_path: Path,
+) -> None:
+    r = run_driver("hunk_review", tmp_path)
+    poem = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+        "eighteen", "nineteen", "twenty",
+    ]  # fmt: skip
+
+    def text(**changed: str) -> str:
+        return "".join(f"{changed.get(line, line)}\n" for line in poem)
+
+    assert r["state"] == "2 hunks · 0 kept · 0 reverted · 2 to review"
+    assert "del|2||two" in r["rows"] and "add||2|TWO" in r["rows"]
+    assert "del|19||nineteen" in r["rows"] and "add||19|NINETEEN" in r["rows"]
+    assert (r["after_j"], r["after_k"]) == (1, 0)
+    assert r["after_a"] == {"verdicts": ["accepted", ""], "focus": 1}
+    # r on the second hunk reverted it on disk; the first (accepted) stays as the turn left it.
+    assert r["notice"].startswith("Reverted 1 hunk of poem.txt (turn 1).")
+    assert r["on_disk"] == text(two="TWO")
+    after = r["after_r"]
+    assert after["verdicts"][0] == "accepted" and "rejected" in after["verdicts"]
+    assert "1 kept · 1 reverted" in after["state"] and after["focused_hunk"] >= 0
+    # Lines changed since the turn: refused, nothing touched, until "Revert anyway".
+    refusal = r["refusal"]
+    assert "changed since" in refusal["text"] and refusal["focus"] == "revert-force"
+    assert refusal["on_disk"] == text(two="TWO", ten="ten, by the user")
+    assert "overwriting later changes" in r["forced_notice"]
+    assert r["forced_on_disk"] == text(two="TWO")
+    assert r["undone_on_disk"] == text(two="TWO", ten="ten, by the user")

@@ -39,6 +39,7 @@ from sidecar.domain.events import (
     UserMessageAdded,
 )
 from sidecar.domain.permissions import PermissionRequest
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.transcript import AssistantEntry, MarkerEntry, ToolResultEntry, UserEntry
 from sidecar.store.memory import MemorySessionStore
@@ -70,7 +71,11 @@ class ScriptedEngine:
         self.log.append("started")
         return EngineStart()
 
-    async def run_turn(self, host: EngineHost, prompt: str) -> TurnOutcome:
+    def refuses(self, prompt: UserPrompt) -> str | None:
+        return "no pictures, please" if prompt.has("image") else None
+
+    async def run_turn(self, host: EngineHost, message: UserPrompt) -> TurnOutcome:
+        prompt = message.text
         self.log.append(f"turn {prompt}")
         if prompt == "wait":
             await asyncio.Event().wait()  # until the host cancels the task

@@ -70,6 +70,7 @@ ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d
 PORT = re.compile(r"(127\.0\.0\.1|localhost|\[::1\]):\d+")
 EPOCH = re.compile(r"(?<![\d.])1\d{9}(?:\.\d+)?(?![\d.])")  # a Unix time in seconds
 GIT_INDEX = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+", re.MULTILINE)
+QUEUE_ID = re.compile(r"\bq_[0-9a-f]{16}\b")
 CALL_ID = re.compile(r"\bcall_[0-9A-Za-z_-]+")
 
 
@@ -100,6 +101,7 @@ class Normaliser:
         value = SESSION_ID.sub(lambda m: self._id("session", m.group(0)), value)
         value = UUID.sub(lambda m: self._id("id", m.group(0)), value)
         value = CALL_ID.sub(lambda m: self._id("call", m.group(0)), value)
+        value = QUEUE_ID.sub(lambda m: self._id("queued", m.group(0)), value)
         value = ISO_TIME.sub("<time>", value)
         value = PORT.sub(r"\1:<port>", value)
         value = EPOCH.sub("<epoch>", value)
@@ -172,6 +174,10 @@ def make_repo(root: Path) -> Path:
             (root / "README.md").write_text("golden\n")
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     return root
+
+
+def TEXT(text: str) -> dict[str, str]:  # noqa: N802 (reads as the block it makes)
+    return {"type": "text", "text": text}
 
 
 def text_prompt(session_id: str, text: str) -> dict[str, Any]:
@@ -277,6 +283,30 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.WORKTREE_ORPHANS, {})
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": tree["sessionId"]})
         await rec.call(Method.WORKTREE_DISCARD, {"sessionId": tree["sessionId"]})
+        # The queue: messages waiting behind a running turn, changed, paused by a cancel,
+        # run again; then an earlier message edited and sent again.
+        queued = (await sidecar.new_session(workspace, title="Queued"))["sessionId"]
+        held = sidecar.prompt_task(queued, "/sleep 30 held")
+        await sidecar.wait_state(queued, "running")
+        first = await rec.call(Method.QUEUE, {"sessionId": queued, "prompt": [TEXT("a")]})
+        await sidecar.call(Method.QUEUE, {"sessionId": queued, "prompt": [TEXT("b")]})
+        second = (await sidecar.call(Method.QUEUE_LIST, {"sessionId": queued}))["queue"][1]
+        await rec.call(Method.QUEUE_LIST, {"sessionId": queued})
+        await rec.call(
+            Method.QUEUE_EDIT,
+            {"sessionId": queued, "id": second["id"], "prompt": [TEXT("b, edited")]},
+        )
+        await rec.call(Method.QUEUE_MOVE, {"sessionId": queued, "id": second["id"], "index": 0})
+        await rec.call(Method.QUEUE_REMOVE, {"sessionId": queued, "id": first["item"]["id"]})
+        await sidecar.call(Method.SESSION_CANCEL, {"sessionId": queued})
+        await held
+        await rec.call(Method.QUEUE_RUN, {"sessionId": queued})
+        await sidecar.wait_for(
+            lambda method, params: method == Method.QUEUE_UPDATE and params["queue"] == []
+        )
+        await sidecar.wait_state(queued, "idle")
+        await rec.call(Method.EDIT, {"sessionId": queued, "turn": 2, "text": "b, again"})
+        await sidecar.call(Method.SESSION_CLOSE, {"sessionId": queued})
         # The presets (none installed on a test machine) and the scripted agent.
         await rec.call(Method.AGENTS, {})
         await rec.call(Method.SHUTDOWN, {})

@@ -1,7 +1,7 @@
 """Fuzz a real session's HTTP listener from protocol/openapi.json with schemathesis.
 
-A real `python -m sidecar` child runs an `ask`-mode session (no tools: no
-generated message can run a shell command; `/sleep` and `/fail`, which the
+A real `python -m sidecar` child runs an `ask`-mode session (no tools that
+act, only update_plan: no generated message can run a shell command; `/sleep` and `/fail`, which the
 offline provider treats specially, are filtered out). Schemathesis generates
 requests for every documented operation, schema-valid and schema-violating,
 with and without the bearer token, and every answer must conform to the

@@ -80,6 +80,7 @@ async def test_plain_prompt_streams_the_scripted_text(
         "list_files",
         "edit_file",
         "write_file",
+        "update_plan",
     ]
     assert request["completed"] and not request["abandoned"]
 

@@ -4,6 +4,7 @@ against a real sidecar on a temporary data dir with the offline provider."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import select
@@ -289,6 +290,29 @@ def test_prompt_streams_the_answer_and_tool_calls(tui: Tui, workspace: Path):
     assert (row["status"], row["gen"], row["cwd"]) == ("idle", "1", str(workspace))
     assert sid.startswith(row["id"]) and row["title"] == "hello"
     assert row["preview"].startswith("agent: ")
+
+
+def test_the_agents_plan_is_printed_with_status_marks_when_it_changes(tui: Tui):
+    tui.new_session()
+    entries = [
+        {"content": "Read the code", "status": "completed", "priority": "high"},
+        {"content": "Fix the bug", "status": "in_progress", "priority": "medium"},
+        {"content": "Write a test", "status": "pending", "priority": "low"},
+    ]
+    call = "//tool update_plan " + json.dumps({"entries": entries})
+    tui.turn(
+        call,
+        r"plan \(1/3 done\):\n  \[x\] Read the code \(high\)\n  \[~\] Fix the bug\n"
+        r"  \[ \] Write a test\n",
+    )
+    # The same plan again prints nothing; a changed one is printed whole.
+    tui.turn(call, r"Plan updated: 3 entries")
+    assert "plan (" not in tui.output[tui.mark :], tui.output[tui.mark :]
+    entries[1]["status"] = "completed"
+    tui.turn(
+        "//tool update_plan " + json.dumps({"entries": entries}),
+        r"plan \(2/3 done\):\n  \[x\] Read the code \(high\)\n  \[x\] Fix the bug\n",
+    )
 
 
 def test_close_resume_and_forget(tui: Tui):

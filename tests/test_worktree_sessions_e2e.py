@@ -94,6 +94,10 @@ async def test_a_session_works_on_its_own_branch_then_merges_back(
         assert merged["before"] != merged["after"]
         assert (repo / "notes.md").read_text() == "from the session"
         assert git(repo, "status", "--porcelain") == ""
+        # The summary says so at once: the work was committed, main moved on (a squash
+        # is a commit of its own, so the branch's commit stays ahead of it).
+        after = (await sidecar.status(sid))["worktree"]
+        assert (after["dirty"], after["ahead"], after["behind"]) == (False, 1, 1)
         # Discard: only once closed; the branch and the directory go.
         with pytest.raises(RpcError) as caught:
             await sidecar.call("_session/worktree/discard", {"sessionId": sid})

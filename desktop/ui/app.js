@@ -16,6 +16,8 @@
 //   transcript.js stored page + live part; tools.js its tool cards; consent.js approvals
 //   composer.js   sending, drafts, progress, what a rebuilt page comes back to
 //   turns.js, diff.js  per-turn changes and Rewind; line diffs
+//   review.js     a turn's file diffs reviewed hunk by hunk (Accept / Reject)
+//   branch.js     a worktree session's branch: its Changes view, Merge and Discard
 // Each factory gets the shared `ui` object and returns its functions, which are merged
 // into `ui`; a view calls another view's function through `ui` at call time.
 "use strict";
@@ -25,7 +27,8 @@
   const store = AcpUi.store;
   const state = store.createState();
   const ui = { state, store };
-  for (const part of ["dom", "bridge", "topbar", "sidebar", "dialogs", "details", "tools", "transcript", "consent", "composer"]) {
+  const parts = ["dom", "bridge", "topbar", "sidebar", "dialogs", "details", "tools", "transcript", "consent", "composer", "review", "branch"];
+  for (const part of parts) {
     for (const [name, value] of Object.entries(AcpUi[part](ui))) {
       if (name in ui) throw new Error(`${part}.js: "${name}" is defined twice`);
       ui[name] = value;
@@ -129,6 +132,7 @@
     ui.remember();
     ui.turns.reset();
     byId("confirm-delete-box").hidden = true;
+    if (!byId("branch-view").hidden) ui.closeBranch(false); // it was the other session's
     $(".stored").replaceChildren();
     ui.renderSidebar();
     ui.renderDetails();
@@ -143,7 +147,10 @@
     if (state.selected === sessionId) await ui.loadTranscript(sessionId);
   };
 
-  ui.turns = window.Turns({ call: ui.call, quietCall: ui.quietCall, el: ui.el, state, store, onRewound: ui.afterRewind, showNotice: ui.showNotice });
+  ui.turns = window.Turns({
+    call: ui.call, quietCall: ui.quietCall, el: ui.el, state, store, onRewound: ui.afterRewind,
+    showNotice: ui.showNotice, reviewFile: ui.reviewFile,
+  });
 
   // ---- the page's own keys and events --------------------------------------------------
 
@@ -184,6 +191,7 @@
     ui.wireDetails();
     ui.wireSidebar();
     ui.wireTranscript();
+    ui.wireBranch();
     document.addEventListener("focusin", (e) => {
       // The control to give the focus back to after a rebuild (not the Rebuild button).
       const testid = e.target && e.target.dataset ? e.target.dataset.testid : null;

@@ -1,6 +1,6 @@
 // The selected session's details: its facts and settings (mode, model, approval,
 // sandbox), MCP servers, permission rules, last error, and the actions on it (close,
-// resume, archive, export, import).
+// resume, archive, export, import; a worktree session's branch is branch.js's).
 "use strict";
 
 (window.AcpUi = window.AcpUi || {}).details = (ui) => {
@@ -10,7 +10,10 @@
     const s = store.selected(state);
     $(".placeholder").hidden = Boolean(s);
     $(".session-view").hidden = !s;
-    if (!s) return;
+    if (!s) {
+      if (!byId("branch-view").hidden) ui.closeBranch(false);
+      return;
+    }
     if (!$(".d-title input")) $(".d-title").textContent = s.title;
     byId("archive-session").textContent = s.archived ? "Unarchive" : "Archive";
     badge(byId("detail-status"), s.status);
@@ -50,7 +53,9 @@
     byId("detail-usage").parentElement.hidden = parts.length === 0;
     byId("send").disabled = !s.live;
     byId("stop").disabled = s.status !== "running";
+    ui.renderWorktree(s);
     ui.turns.updateButtons();
+    ui.updateReviewButtons();
     ui.updateWorking();
   }
 

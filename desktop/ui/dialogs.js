@@ -1,6 +1,6 @@
 // The page's small dialogs: the quick switch (Ctrl+K), the new-session form (Ctrl+N) with
-// its saved MCP servers and its agent picker, renaming a session in place, and the delete
-// confirmation.
+// its saved MCP servers, its agent picker and "In a new worktree", renaming a session in
+// place, and the delete confirmation.
 "use strict";
 
 (window.AcpUi = window.AcpUi || {}).dialogs = (ui) => {
@@ -68,6 +68,7 @@
     loadAgents();
     if (!form.elements.cwd.value) form.elements.cwd.value = (state.recent[0] || state.info.defaultCwd);
     byId("new-session-error").hidden = true;
+    byId("new-worktree-error").hidden = true;
     form.elements.cwd.focus();
   }
 
@@ -137,6 +138,7 @@
     const f = form.elements;
     const formError = byId("new-session-error");
     formError.hidden = true;
+    byId("new-worktree-error").hidden = true;
     if (showAgentNote()) {
       f.agent.focus(); // not created: it would fail at once
       return;
@@ -147,12 +149,17 @@
       servers.push(typed);
       if (f.mcpSave.checked && !(await ui.call("save_mcp_server", typed.name, typed.target))) return;
     }
-    const summary = await ui.ask("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value, servers, f.agent.value || "builtin");
+    const worktree = store.worktreeParam(f.worktree.checked, f.branch.value, f.base.value);
+    const summary = await ui.ask("new_session", f.cwd.value.trim(), f.mode.value, f.backend.value, f.title.value, servers, f.agent.value || "builtin", worktree);
     if (!summary || summary.error) {
       const e = (summary && summary.error) || { title: "Error", message: "No answer" };
-      formError.textContent = `${e.title}: ${e.message}`;
-      formError.hidden = false;
-      f.cwd.focus();
+      // A refusal about the worktree (a taken branch, a missing base, not a repository)
+      // is said next to its fields, the form kept as it is.
+      const field = worktree ? store.worktreeField(e.message) : null;
+      const where = field ? byId("new-worktree-error") : formError;
+      where.textContent = `${e.title}: ${e.message}`;
+      where.hidden = false;
+      ({ branch: f.branch, base: f.base, worktree: f.worktree }[field] || f.cwd).focus();
       return;
     }
     store.addRecent(state, summary.cwd);
@@ -162,11 +169,21 @@
     f.mcpName.value = f.mcpTarget.value = "";
     f.mcpSave.checked = false;
     f.agent.value = "builtin"; // an external agent is picked each time, not carried over
+    f.worktree.checked = false; // so is a worktree, and its branch (a branch is made once)
+    f.branch.value = f.base.value = "";
+    showWorktreeOptions();
     showAgentNote();
     ui.updateSession(summary);
     await ui.select(summary.sessionId);
     // To the text box, unless an approval that came while the transcript loaded has it.
     if (!document.activeElement.closest("[data-testid=approval-card]")) byId("prompt-input").focus();
+  }
+
+  function showWorktreeOptions() {
+    const on = byId("new-worktree").checked;
+    byId("new-worktree-options").hidden = !on;
+    byId("new-worktree").setAttribute("aria-expanded", String(on));
+    if (!on) byId("new-worktree-error").hidden = true;
   }
 
   // ---- rename, delete ----------------------------------------------------------------------
@@ -230,6 +247,7 @@
   function closeInnermost() {
     if (!byId("quick-switch").hidden) closeQuickSwitch();
     else if (!byId("new-session-form").hidden) closeNewForm();
+    else if (!byId("branch-view").hidden) ui.closeBranch();
     else if (!byId("confirm-delete-box").hidden) {
       byId("confirm-delete-box").hidden = true;
       byId("delete-session").focus();
@@ -243,6 +261,7 @@
     byId("cancel-new").addEventListener("click", closeNewForm);
     byId("browse-folder").addEventListener("click", browseFolder);
     byId("new-agent").addEventListener("change", showAgentNote);
+    byId("new-worktree").addEventListener("change", showWorktreeOptions);
     byId("quick-input").addEventListener("input", renderQuick);
     byId("quick-input").addEventListener("keydown", onQuickKey);
     byId("quick-input").addEventListener("blur", () => setTimeout(() => {

@@ -216,7 +216,44 @@ window.Diff = (() => {
     return details;
   }
 
+  // One hunk as the sidecar gives it ({id, header, lines}) as a block of numbered rows:
+  // the unit a review accepts or rejects (review.js, branch.js add their buttons to it).
+  function hunkBlock(hunk) {
+    const block = node("div", "diff-hunk");
+    block.dataset.testid = "hunk";
+    block.dataset.hunkId = String(hunk.id);
+    const rows = unifiedRows([String(hunk.header), ...(hunk.lines || []).map(String)]);
+    for (const row of rows.slice(0, MAX_ROWS)) block.append(rowNode(row, true));
+    if (rows.length > MAX_ROWS) block.append(node("div", "diff-more", `… ${rows.length - MAX_ROWS} more lines not shown`));
+    return block;
+  }
+
+  // A file of hunks, collapsible like `view`: counts from the file (`additions`,
+  // `deletions`), each hunk drawn by `drawHunk` (default: hunkBlock alone).
+  function fileOfHunks(file, { open = true, label = "", drawHunk = hunkBlock } = {}) {
+    const details = node("details", "diff");
+    details.dataset.testid = "diff";
+    details.dataset.path = file.path;
+    details.open = open;
+    const summary = node("summary");
+    summary.dataset.testid = "diff-summary";
+    const counts = node("span", "diff-stat");
+    counts.append(node("span", "plus", `+${file.additions || 0}`), " ", node("span", "minus", `−${file.deletions || 0}`));
+    summary.append(node("span", "diff-path", file.oldPath ? `${file.oldPath} → ${file.path}` : file.path), " ", counts);
+    if (label) summary.append(" ", node("span", "diff-label", label));
+    const body = node("div", "diff-body");
+    body.setAttribute("role", "group");
+    body.setAttribute("aria-label", `Changes to ${file.path}`);
+    const hunks = file.hunks || [];
+    for (const hunk of hunks) body.append(drawHunk(hunk));
+    if (!hunks.length) body.append(node("div", "diff-more", file.binary ? "A binary file: no line changes to show." : "No line changes."));
+    details.append(summary, body);
+    return details;
+  }
+
   return {
+    hunkBlock,
+    fileOfHunks,
     // The diff of a write: `oldText` null means the file is new.
     fromTexts(path, oldText, newText, options = {}) {
       const label = oldText === null || oldText === undefined ? "new file" : "";

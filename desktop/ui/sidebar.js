@@ -1,5 +1,5 @@
-// The sidebar: the session list (by last activity, optionally grouped by project), its
-// search and archived view, and keyboard moves through it.
+// The sidebar: the session list (by last activity, optionally grouped by repository), its
+// search and archived view, a worktree session's branch badges, and keyboard moves.
 //
 // It draws a page of items (SIDEBAR_PAGE more each time its end scrolls into view), so
 // thousands of sessions cost what one page costs; a change to one session moves or
@@ -28,27 +28,21 @@
     $(".sidebar-empty").hidden = state.sessions.size > 0;
   }
 
-  // Grouped by working directory: the group with the latest activity first; the page
-  // limit counts sessions, and each group's header counts all of its sessions.
+  // Grouped by repository (a worktree session under its main repository, any other under
+  // its folder): the group with the latest activity first; the page limit counts
+  // sessions, and each group's header counts all of its sessions.
   function groupedItems(shown, all) {
-    const counts = new Map();
-    for (const s of all) counts.set(s.cwd, (counts.get(s.cwd) || 0) + 1);
-    const groups = new Map();
-    for (const s of shown) {
-      if (!groups.has(s.cwd)) groups.set(s.cwd, []);
-      groups.get(s.cwd).push(s);
-    }
     const nodes = [];
-    for (const [cwd, members] of groups) {
+    for (const group of store.repoGroups(shown, all)) {
       nodes.push(
         el(
           "li",
-          { class: "group-header", "data-testid": "session-group", "data-cwd": cwd, role: "presentation", title: cwd },
-          el("span", { class: "group-name", text: shortPath(cwd, 30) }),
-          el("span", { class: "group-count", text: String(counts.get(cwd)) }),
+          { class: "group-header", "data-testid": "session-group", "data-cwd": group.repo, "data-repo": group.repo, role: "presentation", title: group.repo },
+          el("span", { class: "group-name", text: shortPath(group.repo, 30) }),
+          el("span", { class: "group-count", text: String(group.count) }),
         ),
       );
-      nodes.push(...members.map(sessionItem));
+      nodes.push(...group.members.map(sessionItem));
     }
     return nodes;
   }
@@ -107,13 +101,14 @@
     if (s.awaitingPermission) status.textContent = "waiting for approval";
     const selected = s.sessionId === state.selected;
     const agent = store.agentShown(s); // null for the builtin loop: nothing to say
+    const wt = store.worktreeBadges(s);
     const item = el(
       "li",
       {
         class: "session-item", "data-testid": "session-item", "data-session-id": s.sessionId,
         role: "option", "aria-selected": String(selected), tabindex: selected || (!state.selected && !state.sessions.size) ? "0" : "-1",
         title: `${s.title}\n${s.cwd}${agent ? `\nagent: ${agent}` : ""}`,
-        "aria-label": `${s.title}, ${s.awaitingPermission ? "waiting for approval" : s.status}${agent ? `, agent ${agent}` : ""}`,
+        "aria-label": `${s.title}, ${s.awaitingPermission ? "waiting for approval" : s.status}${agent ? `, agent ${agent}` : ""}${wt ? `, ${wt.label}` : ""}`,
       },
       el(
         "div",
@@ -133,11 +128,26 @@
         el("span", { class: "item-time", "data-testid": "session-time", text: relTime(s.updatedAt), title: s.updatedAt }),
         el("span", { class: "item-gen", "data-testid": "session-generation", text: `gen ${s.generation}` }),
       ),
+      worktreeRow(s),
     );
     item.classList.toggle("selected", selected);
     item.addEventListener("click", () => ui.select(s.sessionId));
     item.addEventListener("keydown", (e) => onItemKey(e, s.sessionId));
     return item;
+  }
+
+  // A worktree session's badges: its branch, ↑ahead ↓behind its base (while live), ● for
+  // uncommitted work; redrawn with the item whenever its summary changes.
+  function worktreeRow(s) {
+    const b = store.worktreeBadges(s);
+    if (!b) return null;
+    return el(
+      "div",
+      { class: "item-row wt-row", title: b.label },
+      el("span", { class: "item-branch", "data-testid": "session-branch", text: `⎇ ${b.branch}`, title: b.label }),
+      b.sync ? el("span", { class: "item-sync", "data-testid": "session-sync", text: b.sync, title: `${b.ahead || 0} commits ahead of ${b.base}, ${b.behind || 0} behind` }) : null,
+      b.dirty ? el("span", { class: "item-dirty", "data-testid": "session-dirty", text: "●", title: "uncommitted changes in the worktree", "aria-label": "uncommitted changes" }) : null,
+    );
   }
 
   // A summary learnt (a push, an answer): into the store, then its item and the details

@@ -25,12 +25,16 @@
 "use strict";
 
 ((root, factory) => {
-  // The transcript's reducers are in store_transcript.js (loaded first by index.html).
+  // The transcript's, the agents' and the review's reducers are in store_transcript.js,
+  // store_agents.js and store_review.js (loaded first by index.html).
   const node = typeof module === "object" && module.exports;
-  const store = factory(node ? require("./store_transcript.js") : root.AcpUi.storeTranscript);
+  const parts = node
+    ? ["./store_transcript.js", "./store_agents.js", "./store_review.js"].map((f) => require(f))
+    : [root.AcpUi.storeTranscript, root.AcpUi.storeAgents, root.AcpUi.storeReview];
+  const store = factory(...parts);
   if (node) module.exports = store;
   else (root.AcpUi = root.AcpUi || {}).store = store;
-})(typeof self !== "undefined" ? self : this, (transcript) => {
+})(typeof self !== "undefined" ? self : this, (transcript, agents, review) => {
   const SIDEBAR_PAGE = 100; // sidebar items drawn per page
 
   function createState() {
@@ -62,6 +66,8 @@
       rewind: null, // the rewind being confirmed (turns.js)
       agents: [{ name: "builtin", command: "", available: true, source: "builtin" }], // _session/agents
       agentsAsked: 0, // counts the asks for the agent list (a late answer is dropped)
+      branch: null, // the branch's Changes view shown (store_review.js)
+      review: new Map(), // reviewKey -> "accepted" | "rejected": the hunks reviewed here
     };
   }
 
@@ -211,6 +217,7 @@
     state.transcript = null;
     state.orphans = [];
     state.rewind = null;
+    state.branch = null;
   }
 
   // After a full load: the first session, when none is selected.
@@ -300,55 +307,6 @@
     state.context.set(sessionId, { used, size });
   }
 
-  // ---- the agents a session can run (`_session/agents`) -------------------------------
-
-  const BUILTIN = "builtin";
-
-  // The token to ask for the agent list with (the new-session form asks each time it opens).
-  function agentsWanted(state) {
-    return ++state.agentsAsked;
-  }
-
-  // The agent list arrived: kept (builtin first, then the sidecar's order) unless a later
-  // ask was made meanwhile. A sidecar without `_session/agents` (null) offers builtin alone.
-  // Names and commands are untrusted text: kept as strings, drawn as text.
-  function agentsArrived(state, list, asked) {
-    if (asked !== state.agentsAsked) return false;
-    const rows = (Array.isArray(list) ? list : []).filter((a) => a && typeof a.name === "string" && a.name);
-    const builtin = rows.find((a) => a.name === BUILTIN) || { name: BUILTIN, command: "", available: true, source: "builtin" };
-    const seen = new Set([BUILTIN]);
-    const others = rows.filter((a) => !seen.has(a.name) && seen.add(a.name));
-    state.agents = [builtin, ...others].map((a) => ({
-      name: a.name,
-      command: String(a.command || ""),
-      available: a.available !== false,
-      install: a.available === false && a.install ? String(a.install) : "",
-      source: String(a.source || ""),
-    }));
-    return true;
-  }
-
-  // What the picker shows for an agent: its name, or why it cannot run and how to fix it.
-  function agentLabel(agent) {
-    if (agent.available) return agent.name;
-    return `${agent.name} — not installed${agent.install ? `: ${agent.install}` : ""}`;
-  }
-
-  // Why a session with `name` would not start (null: it can): the form says this instead
-  // of creating a session that fails at once.
-  function agentProblem(state, name) {
-    const agent = state.agents.find((a) => a.name === name);
-    if (!agent || agent.available) return null;
-    const how = agent.install ? ` Install it with: ${agent.install}` : ` Its command (${agent.command || "none"}) was not found.`;
-    return `${agent.name} is not installed.${how}`;
-  }
-
-  // The agent a session runs, to be shown: null for our own loop (the usual case).
-  function agentShown(session) {
-    const name = session && typeof session.agent === "string" ? session.agent : BUILTIN;
-    return name && name !== BUILTIN ? name : null;
-  }
-
   // ---- turns running, permissions ----------------------------------------------------
 
   function markRunning(state, sessionId, now) {
@@ -405,11 +363,11 @@
   }
 
   return {
-    ...transcript, SIDEBAR_PAGE, createState, isNewer, learn, pushedState, listAsked, listArrived,
-    searchArrived, clearFilter, removed, visibleSessions, showMore, quickMatches, selected, select,
+    ...transcript, ...agents, ...review, SIDEBAR_PAGE, createState, isNewer, learn, pushedState,
+    listAsked, listArrived, searchArrived, clearFilter, removed, visibleSessions, showMore, quickMatches, selected, select,
     selectFirst, rewindPlanned, rewindCleared, retryText, setDraft, draft, rememberScroll,
     scrollFor, memory, restore, addRecent, configWanted, configArrived, usage, markRunning,
     turnOver, promptRefused, permissionKey, permissionAsked, permissionSettled, permissionsFor,
-    working, enqueue, booted, agentsWanted, agentsArrived, agentLabel, agentProblem, agentShown,
+    working, enqueue, booted,
   };
 });

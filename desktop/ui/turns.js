@@ -1,12 +1,13 @@
 // Per-turn views of the transcript: what each turn changed in the working tree (a list of
 // files with +/- counts; a click shows a file's diff) and, on each of the user's messages,
 // a Rewind menu (conversation / code / both) with a confirmation that says what would
-// change (the sidecar's dry run) before anything does. Nothing here is kept that cannot be
+// change (the sidecar's dry run) before anything does. A file's diff is reviewed hunk by
+// hunk (review.js). Nothing here is kept that cannot be
 // fetched again: changes come from `_session/changes` and `_session/turn_changes`. What
 // it knows is in the store (store.js: the transcript's changes and diffs, `state.rewind`).
 "use strict";
 
-window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice }) => {
+window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice, reviewFile }) => {
   const SCOPES = [
     ["conversation", "Conversation", "the model forgets this turn and later ones; files stay"],
     ["code", "Code", "files go back to how they were before this turn"],
@@ -83,16 +84,34 @@ window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice }) =>
     if (!found) {
       const got = await call("changes", t.sessionId, turn);
       if (!got) return;
-      found = { byPath: window.Diff.splitUnified(got.diff), truncated: got.diffTruncated };
+      found = diffFound(got);
       store.diffArrived(t, turn, found);
     }
     const lines = found.byPath.get(file.path);
     const note = found.truncated ? "The diff was cut short (too long)." : "";
-    box.replaceChildren(
-      lines
-        ? window.Diff.fromUnified(file.path, lines, { note })
-        : el("p", { class: "hint", text: found.truncated ? "Not in the diff: it was cut short." : "No text diff (a binary file, or too large)." }),
-    );
+    const fallback = lines
+      ? window.Diff.fromUnified(file.path, lines, { note })
+      : el("p", { class: "hint", text: found.truncated ? "Not in the diff: it was cut short." : "No text diff (a binary file, or too large)." });
+    // Reviewed hunk by hunk (review.js): Accept / Reject per hunk and per file.
+    const hunks = found.hunks.get(file.path) || null;
+    box.replaceChildren(reviewFile({ t, turn, file, hunks, fallback, refresh: () => refreshTurn(t, turn) }));
+  }
+
+  // A `_session/changes` answer as the file diffs draw it: each file's lines of the
+  // unified diff, and its hunks (with ids) when the diff was not cut short.
+  function diffFound(got) {
+    const hunks = new Map((got.files || []).filter((f) => Array.isArray(f.hunks) && f.hunks.length).map((f) => [f.path, f.hunks]));
+    return { byPath: window.Diff.splitUnified(got.diff), truncated: got.diffTruncated, hunks };
+  }
+
+  // A turn's card drawn again from the sidecar (after a hunk was reverted), its open
+  // files kept open.
+  async function refreshTurn(t, turn) {
+    const got = await call("changes", t.sessionId, turn);
+    if (!got || !store.changesArrived(state, t, { ...got, turn }, true)) return;
+    store.diffArrived(t, turn, diffFound(got));
+    const slot = document.querySelector(`.stored [data-testid=turn-changes][data-turn="${turn}"]`);
+    if (slot) fillChanges(slot, t.changes.get(turn));
   }
 
   // Every slot of the rendered transcript: fill what is known, ask for the rest (once).

@@ -16,12 +16,17 @@ from protocol.models import (
     ArchiveParams,
     ChangesParams,
     CompactParams,
+    EditParams,
     ExportParams,
     HttpAccess,
     ImportParams,
     McpReconnectParams,
     MessagesParams,
     OutputParams,
+    QueueEditParams,
+    QueueItemParams,
+    QueueMoveParams,
+    QueueParams,
     RenameParams,
     ResizeParams,
     RevertParams,
@@ -34,9 +39,10 @@ from protocol.models import (
     WorktreeOrphansParams,
     WorktreePatchParams,
 )
-from protocol.values import Status, StopReason
+from protocol.values import RewindScope, Status, StopReason
 from sidecar.acp import preload, worktree_bodies
 from sidecar.acp.permissions import request_params
+from sidecar.acp.prompts import checked_blocks, prompt_response
 from sidecar.acp.routes import Params, Route, handlers
 from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import SidecarCommand
@@ -52,6 +58,7 @@ from sidecar.domain.titles import TITLE_CHARS
 from sidecar.wire import export as wire_export
 from sidecar.wire import transcript as wire_transcript
 from sidecar.wire.changes import changes_body, rewind_body
+from sidecar.wire.events import queue_body
 from sidecar.wire.summary import summary
 from sidecar.worktrees.hunks import parse_diff
 
@@ -160,6 +167,13 @@ class ExtensionHandlers:
             Route(Method.WORKTREE_PATCH, Params(WorktreePatchParams), self.worktree_patch),
             Route(Method.WORKTREE_ORPHANS, Params(WorktreeOrphansParams), self.worktree_orphans),
             Route(Method.REVERT, Params(RevertParams), self.revert),
+            Route(Method.QUEUE, Params(QueueParams), self.queue_add),
+            Route(Method.QUEUE_LIST, Params(StatusParams), self.queue_list),
+            Route(Method.QUEUE_EDIT, Params(QueueEditParams), self.queue_edit),
+            Route(Method.QUEUE_REMOVE, Params(QueueItemParams), self.queue_remove),
+            Route(Method.QUEUE_MOVE, Params(QueueMoveParams), self.queue_move),
+            Route(Method.QUEUE_RUN, Params(StatusParams), self.queue_run),
+            Route(Method.EDIT, Params(EditParams), self.edit),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -434,6 +448,40 @@ class ExtensionHandlers:
             "rewind": done.rewind,
             "cancelled": False,
         }
+
+    # ---- the queue, and edit-and-resend --------------------------------------------------
+
+    async def queue_add(self, request: QueueParams) -> dict[str, Any]:
+        """A message for the next free turn (at once when idle; `now`: the running turn
+        is cancelled and this runs next)."""
+        blocks = checked_blocks(request.prompt)
+        item, queue, _ = await self.manager.queue.add(request.session_id, blocks, now=request.now)
+        shown = queue_body(queue)
+        return {"item": shown["queue"][queue.index(item.id)], **shown}
+
+    async def queue_list(self, request: StatusParams) -> dict[str, Any]:
+        return queue_body(await self.manager.queue.current(request.session_id))
+
+    async def queue_edit(self, request: QueueEditParams) -> dict[str, Any]:
+        blocks = checked_blocks(request.prompt)
+        return queue_body(await self.manager.queue.edit(request.session_id, request.id, blocks))
+
+    async def queue_remove(self, request: QueueItemParams) -> dict[str, Any]:
+        return queue_body(await self.manager.queue.remove(request.session_id, request.id))
+
+    async def queue_move(self, request: QueueMoveParams) -> dict[str, Any]:
+        moved = await self.manager.queue.move(request.session_id, request.id, request.index)
+        return queue_body(moved)
+
+    async def queue_run(self, request: StatusParams) -> dict[str, Any]:
+        return queue_body(await self.manager.queue.run(request.session_id))
+
+    async def edit(self, request: EditParams) -> PromptResponse:
+        """Answered like `session/prompt`, when the edited message's turn ends."""
+        outcome = await self.manager.edit(
+            request.session_id, request.turn, request.text, RewindScope(request.scope)
+        )
+        return prompt_response(outcome)
 
     async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
         """What can run a session's turns: each agent, whether its program is installed

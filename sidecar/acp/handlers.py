@@ -26,6 +26,7 @@ from protocol.models import ListSessionsWithMeta, NewSessionWithMeta, WorktreeMe
 from protocol.values import Approval, Mode, Sandbox, available_modes
 from sidecar.acp import preload
 from sidecar.acp.extensions import ExtensionHandlers
+from sidecar.acp.prompts import blocks_of, prompt_response
 from sidecar.acp.routes import Params, Route, handlers
 from sidecar.acp.server import Handler, RpcServer
 from sidecar.acp.session_config import (
@@ -49,6 +50,7 @@ from sidecar.core.worktree_place import WorktreeRequest
 from sidecar.domain.agent_options import PREFIX as AGENT_PREFIX
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import Origin
+from sidecar.domain.prompts import UserPrompt, text_of
 from sidecar.store.base import ListCursor
 from sidecar.wire.summary import summary
 
@@ -128,22 +130,7 @@ def decode_cursor(cursor: str | None) -> ListCursor | None:
 
 
 def prompt_text(request: PromptRequest) -> str:
-    parts: list[str] = []
-    for block in request.prompt:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "resource_link":
-            # Every ACP agent must accept links; the model gets them as a reference line.
-            parts.append(f"[resource: {block.name} <{block.uri}>]")
-        elif kind == "resource":
-            resource = block.resource
-            if isinstance(getattr(resource, "text", None), str):
-                parts.append(f"[resource {resource.uri}]\n{resource.text}")
-    text = "\n".join(parts)
-    if not text.strip():
-        raise InvalidInput("prompt", "must contain non-empty text content")
-    return text
+    return text_of(blocks_of(request))
 
 
 class AcpHandlers:
@@ -339,27 +326,22 @@ class AcpHandlers:
         command = sidecar_command(text)
         if command is not None:
             return await self.extensions.run_command(request.session_id, *command)
-        outcome = await self.manager.prompt(request.session_id, text, Origin.ACP)
-        from acp.schema import PromptResponse, Usage  # loaded: the request's model is ACP's
-
-        used = outcome.usage
-        total = used.input_tokens + used.output_tokens
-        usage = Usage(
-            input_tokens=used.input_tokens, output_tokens=used.output_tokens, total_tokens=total
-        )
-        tokens = {"inputTokens": used.input_tokens, "outputTokens": used.output_tokens}
-        return PromptResponse(
-            stop_reason=outcome.stop_reason.value,
-            usage=usage,
-            field_meta={
-                "response": outcome.response,
-                "usage": {**tokens, "totalTokens": total},
-                "turn": outcome.turn,
-            },
-        )
+        if (request.field_meta or {}).get("queue") is True:
+            # Queued behind the running turn (or run at once), answered when its turn ends.
+            _, _, waiter = await self.manager.queue.add(
+                request.session_id, blocks_of(request), wait=True
+            )
+            assert waiter is not None
+            outcome = await waiter
+        else:
+            message = UserPrompt(text, tuple(blocks_of(request)))
+            outcome = await self.manager.prompt(request.session_id, message, Origin.ACP)
+        return prompt_response(outcome)
 
     async def session_cancel(self, request: CancelNotification) -> dict[str, Any]:
-        return {"cancelled": await self.manager.cancel(request.session_id)}
+        """`_meta.clearQueue: true` empties the session's queue too (else it is paused)."""
+        clear = (request.field_meta or {}).get("clearQueue") is True
+        return {"cancelled": await self.manager.cancel(request.session_id, clear_queue=clear)}
 
     async def session_set_mode(self, request: SetSessionModeRequest) -> dict[str, Any]:
         try:

@@ -18,6 +18,7 @@ from sidecar.acp import preload
 from sidecar.acp.session_config import config_options
 from sidecar.core.events import Event
 from sidecar.domain.events import (
+    InstructionsChanged,
     McpServersChanged,
     Origin,
     PermissionAsked,
@@ -25,6 +26,7 @@ from sidecar.domain.events import (
     StateChanged,
 )
 from sidecar.domain.files import FileDiff, Location
+from sidecar.domain.plans import UPDATE_PLAN, PlanError, parse_plan
 from sidecar.domain.transcript import (
     AssistantEntry,
     Entry,
@@ -39,6 +41,7 @@ from sidecar.wire.events import (
     Compaction,
     ModeSet,
     PlanShown,
+    QueueShown,
     Settings,
     State,
     Title,
@@ -87,7 +90,13 @@ def _locations(locations: Iterable[Location]) -> list[ToolCallLocation] | None:
 
 
 # The events that become our `_session/state` extension notification (and nothing else).
-STATE_EVENTS = (StateChanged, PermissionAsked, PermissionSettled, McpServersChanged)
+STATE_EVENTS = (
+    StateChanged,
+    PermissionAsked,
+    PermissionSettled,
+    McpServersChanged,
+    InstructionsChanged,
+)
 
 
 def _chunk(session_id: str, kind: str, text: str) -> Notification:
@@ -112,6 +121,8 @@ def to_acp(session_id: str, value: WireEvent) -> Notification | None:
         return _chunk(session_id, value.kind, value.text)
     if isinstance(value, State):
         return Method.STATE, value.summary
+    if isinstance(value, QueueShown):
+        return Method.QUEUE_UPDATE, {"sessionId": session_id, **value.body}
     if isinstance(value, Usage):
         usage = {"used": value.used, "size": value.size, "sessionUpdate": "usage_update"}
         return Method.SESSION_UPDATE, {"sessionId": session_id, "update": usage}
@@ -209,6 +220,7 @@ def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[
         update_user_message_text,
     )
 
+    plans: dict[str, PlanShown] = {}  # update_plan calls seen, by id: shown once they succeed
     for item in entries:
         if isinstance(item, UserEntry):
             yield session_update(session_id, update_user_message_text(item.text))
@@ -219,6 +231,11 @@ def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[
                 yield session_update(session_id, update_agent_message_text(item.text))
             for call in item.tool_calls:
                 arguments = tool_input(call)
+                if call.name == UPDATE_PLAN:
+                    shown = _stored_plan(call.arguments)
+                    if shown is not None:
+                        plans[call.call_id] = shown
+                        arguments = {"entries": len(shown.entries)}  # as it was shown live
                 yield session_update(
                     session_id,
                     start_tool_call(
@@ -239,6 +256,20 @@ def replay_notifications(session_id: str, entries: Iterable[Entry]) -> Iterator[
                     raw_output={"exitCode": item.exit_code},
                 ),
             )
+            shown = plans.pop(item.call_id, None)
+            if shown is not None and item.succeeded:
+                # The plan as the call set it: the last one replayed is the current plan.
+                plan = {"sessionUpdate": "plan", "entries": plan_entries(shown)}
+                yield Method.SESSION_UPDATE, {"sessionId": session_id, "update": plan}
         elif isinstance(item, MarkerEntry) and item.text:
             # Markers (interrupted, compaction): shown as agent text so every client sees them.
             yield session_update(session_id, update_agent_message_text(item.text))
+
+
+def _stored_plan(arguments: str) -> PlanShown | None:
+    """A stored update_plan call's plan, read as the tool read it (None: it was refused)."""
+    try:
+        items = parse_plan(arguments).items
+    except PlanError:
+        return None
+    return PlanShown(tuple((i.content, i.priority, i.status) for i in items))

@@ -37,6 +37,7 @@ from sidecar.agent.loop import run_turn
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.domain.agent_options import BUILTIN, AgentOption
 from sidecar.domain.errors import InvalidInput
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
 
 __all__ = [
@@ -86,7 +87,12 @@ class Engine(Protocol):
         """Change one of `options()` (the agent is told); InvalidInput for a bad one."""
         ...
 
-    async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+    def refuses(self, prompt: UserPrompt) -> str | None:
+        """Why the engine cannot take this prompt (None: it can), asked before the turn
+        starts: content it has no way to give its model, an image say."""
+        ...
+
+    async def run_turn(self, host: TurnHost, prompt: UserPrompt) -> TurnOutcome:
         """One turn whose user message (`prompt`) the host already recorded; returns how
         it ended. Its last transcript row goes through `host.record_last`."""
         ...
@@ -128,7 +134,13 @@ class BuiltinEngine:
     async def set_option(self, option_id: str, value: str) -> None:
         raise InvalidInput("configId", f"the builtin agent has no option {option_id!r}")
 
-    async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+    def refuses(self, prompt: UserPrompt) -> str | None:
+        for kind in ("image", "audio"):
+            if prompt.has(kind):
+                return f"the builtin agent gives its model no {kind}: send text, files or links"
+        return None
+
+    async def run_turn(self, host: TurnHost, prompt: UserPrompt) -> TurnOutcome:
         del prompt  # already in the provider context the host keeps
         return await run_turn(host)
 

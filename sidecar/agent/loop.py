@@ -19,10 +19,11 @@ from sidecar.agent.mcp import ToolSpec
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.base import ToolCall
 from sidecar.agent.sandbox import SandboxUnavailable
-from sidecar.agent.tools import BUILT_IN, bash, files
+from sidecar.agent.tools import BUILT_IN, bash, files, plan
 from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
+    PlanUpdated,
     ToolCallFinished,
     ToolCallRunning,
     ToolCallStarted,
@@ -31,6 +32,7 @@ from sidecar.domain.events import (
 )
 from sidecar.domain.files import FileDiff, Location
 from sidecar.domain.permissions import PermissionRequest
+from sidecar.domain.plans import PlanError, parse_plan, result_text
 from sidecar.domain.transcript import AssistantEntry, ToolCallRequest, ToolResultEntry
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,9 @@ async def _run_tool_call(host: TurnHost, call: ToolCall) -> None:
     built_in = BUILT_IN[host.mode]
     if call.name == bash.NAME and call.name in built_in:
         await _run_command(host, call)
+        return
+    if call.name == plan.NAME and call.name in built_in:
+        await _run_plan(host, call)
         return
     if call.name in files.NAMES and call.name in built_in:
         if call.name in files.WRITES:
@@ -148,6 +153,21 @@ async def _run_command(host: TurnHost, call: ToolCall) -> None:
     finally:
         output.close()
     await _finish(host, call, bash.format_result(result, output, host.limits), result)
+
+
+async def _run_plan(host: TurnHost, call: ToolCall) -> None:
+    """update_plan: clients get the plan (ACP `plan`), the model what was kept. It changes
+    nothing, so nobody is asked and no checkpoint is taken."""
+    try:
+        parsed = parse_plan(call.arguments)
+    except PlanError as exc:
+        await _finish(host, call, f"Invalid {call.name} call: {exc}. The plan is unchanged.", None)
+        return
+    # The entries go to clients as the plan itself, not as the call's (possibly huge) input.
+    shown = {"entries": len(parsed.items)}
+    host.publish(ToolCallStarted(call.id, call.name, plan.TITLE, ToolKind.THINK, shown))
+    host.publish(PlanUpdated(parsed.items))
+    await _finish(host, call, result_text(parsed), None, ok=True)
 
 
 def _display_input(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,8 +84,10 @@ class SessionLifecycle:
         registry: RuntimeRegistry[SessionRuntime],
         queries: SessionQueries,
         endpoint_owner: EndpointOwner,
+        on_started: Callable[[SessionRuntime], Awaitable[None]] | None = None,
     ) -> None:
         self._deps = deps
+        self._on_started = on_started  # each runtime, once started (its queue goes on)
         self.store = deps.runtime.store
         self.events = deps.events
         self._leases = deps.leases
@@ -299,9 +302,8 @@ class SessionLifecycle:
     async def start(self, record: SessionRecord) -> SessionView:
         info = WorktreeInfo.from_json(record.worktree)
         if info is not None:
-            await worktree_place.ensure(
-                info, record.session_id
-            )  # on this host, its directory there
+            # On this host, its directory there (recreated when it was removed).
+            await worktree_place.ensure(info, record.session_id)
         stream = self.events.stream(record.session_id)
         runtime = SessionRuntime(record, self._deps.runtime, stream)
         self._registry.add(runtime)
@@ -315,6 +317,8 @@ class SessionLifecycle:
             # RuntimeFailed (the record says error) or worse: either way nothing is live.
             self._registry.remove(runtime)
             raise
+        if self._on_started is not None:
+            await self._on_started(runtime)
         return self._queries.view_of(runtime.record)
 
     async def close(self, session_id: str) -> SessionView:

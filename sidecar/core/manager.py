@@ -34,6 +34,7 @@ from sidecar.core.library import EXPORT_PAGE, FORK_TITLE_MAX, SessionLibrary
 from sidecar.core.lifecycle import ManagerDeps, NewSession, SessionLifecycle
 from sidecar.core.output_spools import OutputPage
 from sidecar.core.queries import MAX_TURN_PAGE, SessionQueries, TurnPage
+from sidecar.core.queue import SessionQueue
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import SessionRuntime
 from sidecar.core.settings import SessionSettings
@@ -43,6 +44,7 @@ from sidecar.core.worktree_sessions import SessionWorktrees
 from sidecar.domain.errors import InvalidInput, SessionBusy, SessionNotLive
 from sidecar.domain.events import Origin
 from sidecar.domain.files import TurnChanges
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.transcript import Entry
 from sidecar.store.base import ListCursor
@@ -62,7 +64,10 @@ class SessionManager:
     def __init__(self, deps: ManagerDeps) -> None:
         registry: RuntimeRegistry[SessionRuntime] = RuntimeRegistry()
         self._queries = SessionQueries(deps.runtime, deps.leases, registry)
-        self._lifecycle = SessionLifecycle(deps, registry, self._queries, self)
+        self.queue = SessionQueue(self)  # `_session/queue*`: messages waiting for a turn
+        self._lifecycle = SessionLifecycle(
+            deps, registry, self._queries, self, on_started=self.queue.started
+        )
         self._library = SessionLibrary(deps, self._lifecycle, self._queries)
         self.store = deps.runtime.store
         self.events = deps.events
@@ -155,6 +160,7 @@ class SessionManager:
         await self._lifecycle.delete(session_id, remove_worktree=remove_worktree)
 
     async def shutdown(self) -> None:
+        await self.queue.aclose()  # no queued message starts while sessions close
         await self._lifecycle.shutdown()
 
     # ---- the library (library.py) -------------------------------------------------------------
@@ -184,7 +190,12 @@ class SessionManager:
     # ---- turns ------------------------------------------------------------------------------
 
     async def prompt(
-        self, session_id: str, text: str, origin: Origin, *, generation: int | None = None
+        self,
+        session_id: str,
+        text: str | UserPrompt,
+        origin: Origin,
+        *,
+        generation: int | None = None,
     ) -> TurnOutcome:
         """One turn. Not live here: SessionNotLive (-32044), but for a session in error
         (see the module's docstring): recovered first, by the same resume as
@@ -209,13 +220,16 @@ class SessionManager:
             raise SessionNotLive(session_id, "prompt")
         return runtime.turns.start_prompt(text, origin)
 
-    async def cancel(self, session_id: str, *, generation: int | None = None) -> bool:
-        """True if a turn was running (or starting) and is now being cancelled."""
+    async def cancel(
+        self, session_id: str, *, generation: int | None = None, clear_queue: bool = False
+    ) -> bool:
+        """True if a turn was running (or starting) and is now being cancelled. The queue
+        is paused (kept), or emptied with `clear_queue`."""
         try:
             runtime = await self.live(session_id, "cancel", generation)
         except SessionNotLive:
             return False
-        return runtime.turns.abort()
+        return await self.queue.cancel(runtime, clear=clear_queue)
 
     async def compact(self, session_id: str, keep_turns: int) -> CompactionOutcome:
         self._lifecycle.refuse_if_shutting_down()
@@ -261,6 +275,20 @@ class SessionManager:
         if runtime.turns.busy:
             raise SessionBusy(session_id)
         return await runtime.turns.revert(turn, path, tuple(hunks), force=force)
+
+    async def edit(self, session_id: str, turn: int, text: str, scope: RewindScope) -> TurnOutcome:
+        """Edit and resend: the conversation (with `both`, the code too) back to before
+        `turn`, then `text` as the next turn, as one step (no queued message in between).
+        The earlier turns stay in the transcript, behind the rewind's marker."""
+        if scope is RewindScope.CODE:
+            raise InvalidInput("scope", "an edit rewinds the conversation: conversation or both")
+        if not text.strip():
+            raise InvalidInput("text", "must not be empty")
+        runtime = await self.live(session_id, "edit a message of")
+        async with self.queue.steering(session_id):
+            await self.rewind(session_id, turn, scope)
+            task = runtime.turns.start_prompt(text, Origin.ACP)
+        return await asyncio.shield(task)
 
     async def resize(
         self, session_id: str, rows: int, cols: int, *, generation: int | None = None

@@ -78,6 +78,7 @@ class SessionQueries:
                 runtime.checkpoints.problem,
                 runtime.engine.options(),
                 runtime.worktree_state,
+                runtime.instructions.files,
             )
         holder = self._leases.holder(record, now())
         mcp = server_views(None, record.mcp_servers)

@@ -28,6 +28,7 @@ from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.backends.pipe import run_command
 from sidecar.agent.backends.pty import Terminal, run_command_pty
 from sidecar.agent.engine import BUILTIN, EngineFactory, builtin_engine
+from sidecar.agent.instructions import ProjectInstructions
 from sidecar.agent.providers.base import Provider
 from sidecar.agent.sandbox import SandboxMode, SandboxStatus
 from sidecar.checkpoints.store import CheckpointStore
@@ -119,6 +120,9 @@ class SessionRuntime:
         self.checkpoints = TurnCheckpoints(deps.checkpoints, record.session_id, record.cwd)
         self.worktree = WorktreeInfo.from_json(record.worktree)
         self.worktree_state: WorktreeState | None = None  # as git said after the last turn
+        # AGENTS.md and the like: read for the builtin engine's prompt (an external agent
+        # reads its own), at start and whenever a model call sees them change.
+        self.instructions = ProjectInstructions(record.cwd, deps.hide)
 
     @property
     def session_id(self) -> str:
@@ -258,6 +262,8 @@ class SessionRuntime:
             self.mcp.start(self._announce_mcp)
         self.checkpoints.start_opening(self.record.turns)
         await self.refresh_worktree()
+        if self.engine.uses_provider:
+            await self.turns.refresh_instructions()  # told with the state that follows
         note = None if started.note is None else MarkerEntry(MarkerKind.AGENT, started.note)
         if started.agent_session != self.record.agent_session:
             await self.transition(Status.IDLE, append=note, agent_session=started.agent_session)

@@ -26,6 +26,7 @@ from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.output import CommandOutput
 from sidecar.agent.context import ChatMessage, ProviderContext
 from sidecar.agent.engine import Engine
+from sidecar.agent.instructions import ProjectInstructions
 from sidecar.agent.mcp import McpCallResult, ToolSpec
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.providers.base import Provider, Usage
@@ -51,6 +52,7 @@ from sidecar.domain.errors import (
 )
 from sidecar.domain.events import (
     AgentOptionsChanged,
+    InstructionsChanged,
     Origin,
     SessionEvent,
     SettingsChanged,
@@ -60,6 +62,7 @@ from sidecar.domain.events import (
     UserMessageAdded,
 )
 from sidecar.domain.permissions import PermissionRequest, Verdict
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import DEFAULT_TITLE, SessionRecord
 from sidecar.domain.titles import title_from
 from sidecar.domain.transcript import Entry, UserEntry, cancelled_marker
@@ -118,6 +121,9 @@ class TurnOwner(RecordWriter, Protocol):
     @property
     def mcp(self) -> McpTools: ...
 
+    @property
+    def instructions(self) -> ProjectInstructions: ...
+
     async def transition(
         self, new: Status, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
     ) -> SessionRecord: ...
@@ -164,16 +170,27 @@ class TurnRunner:
     def busy(self) -> bool:
         return self._supervisor is not None
 
+    async def settled(self) -> None:
+        """Until no turn (or rewind, compaction, revert) runs; never raises."""
+        while self._supervisor is not None:
+            await asyncio.wait([self._supervisor])
+
     # ---- starting, cancelling, stopping ----------------------------------------------------
 
-    async def prompt(self, text: str, origin: Origin) -> TurnOutcome:
+    async def prompt(self, prompt: str | UserPrompt, origin: Origin) -> TurnOutcome:
         """Run one turn. Shielded: a caller that goes away (an HTTP client hanging up) does
         not cancel the turn; cancelling is `abort()`'s job."""
-        return await asyncio.shield(self.start_prompt(text, origin))
+        return await asyncio.shield(self.start_prompt(prompt, origin))
 
-    def start_prompt(self, text: str, origin: Origin) -> asyncio.Task[TurnOutcome]:
+    def start_prompt(self, prompt: str | UserPrompt, origin: Origin) -> asyncio.Task[TurnOutcome]:
         """Take the turn lock now (synchronously: a cancel that comes right behind finds
-        the turn) and return the task that runs it."""
+        the turn) and return the task that runs it. A prompt the engine cannot take (an
+        image for a model that reads none) is refused here, before anything is recorded."""
+        message = UserPrompt(prompt) if isinstance(prompt, str) else prompt
+        refusal = self._engine.refuses(message)
+        if refusal is not None:
+            raise InvalidInput("prompt", refusal)
+        text = message.text
         cancelled = TurnOutcome("", StopReason.CANCELLED)
 
         async def claim() -> None:
@@ -205,7 +222,7 @@ class TurnRunner:
                 runtime.events.publish(TitleChanged(started.title, started.updated_at))
 
         task = self._begin(
-            claim, lambda: self._engine.run_turn(self, text), cancelled, self._checkpoint_end
+            claim, lambda: self._engine.run_turn(self, message), cancelled, self._checkpoint_end
         )
         self._engine_turn = True
         return task
@@ -502,11 +519,24 @@ class TurnRunner:
     def provider_context(self) -> list[ChatMessage]:
         if self._context is None:
             raise InvalidState("the provider context is loaded by before_model_call")
-        return self._context.messages(system_prompt(self.mode, self.cwd))
+        instructions = self._runtime.instructions.section
+        return self._context.messages(system_prompt(self.mode, self.cwd, instructions))
+
+    async def refresh_instructions(self) -> bool:
+        """Re-read the project's instruction files if they changed (a stat each); True
+        when they did. A failure is logged and the prompt keeps what it had."""
+        try:
+            return await asyncio.to_thread(self._runtime.instructions.refresh)
+        except Exception:
+            log.exception("session %s: reading AGENTS.md failed", self._runtime.session_id)
+            return False
 
     async def before_model_call(self) -> None:
         """Load the context once; keep what the provider is sent within the budget; let
-        the MCP servers finish connecting so the model sees their tools."""
+        the MCP servers finish connecting so the model sees their tools; the project's
+        instruction files as they are now (clients are told when they changed)."""
+        if await self.refresh_instructions():
+            self._runtime.events.publish(InstructionsChanged(self._runtime.record))
         await self._runtime.mcp.ready()
         context = await self._ensure_context()
         if self._context_budget and context.chars > self._context_budget:

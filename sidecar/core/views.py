@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from protocol.values import RewindScope
 from sidecar.domain.agent_options import AgentOption
-from sidecar.domain.files import CodeRewind
+from sidecar.domain.files import CodeRewind, InstructionFile
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.worktree_info import WorktreeState
 
@@ -47,6 +47,8 @@ class SessionView:
     # An external agent's own settings (its model, modes), as it last said them.
     agent_options: tuple[AgentOption, ...] = ()
     worktree_state: WorktreeState | None = None  # ahead/behind/dirty, while live
+    # The project instruction files the builtin engine's prompt holds, while live.
+    instructions: tuple[InstructionFile, ...] = ()
 
     @property
     def session_id(self) -> str:

@@ -70,7 +70,14 @@ class SessionWorktrees:
             record, info = await self._info(session_id)
             self._idle(session_id, "merge")
             await worktrees.commit_pending(tree(info), f"{record.title} ({session_id})")
-            return await worktrees.merge(tree(info), strategy, message or record.title)
+            try:
+                return await worktrees.merge(tree(info), strategy, message or record.title)
+            finally:
+                # Its work was committed, its base moved: the summary's ahead/behind/dirty
+                # are asked again, as after a turn (a refused merge committed too).
+                runtime = self._owner.runtime(session_id)
+                if runtime is not None:
+                    await runtime.refresh_worktree()
 
     async def discard(self, session_id: str) -> SessionRecord:
         """Closed sessions only: their worktree and branch are removed, the record says it

@@ -15,6 +15,7 @@ from typing import Any
 from protocol.values import Mode, StopReason
 from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.files import FileDiff, Location, TurnChanges
+from sidecar.domain.queue import PromptQueue
 from sidecar.domain.records import SessionRecord
 
 
@@ -23,6 +24,7 @@ class Origin(StrEnum):
 
     ACP = "acp"
     HTTP = "http"
+    QUEUE = "queue"  # a queued message whose turn came (`core/queue.py`)
 
 
 class ToolKind(StrEnum):
@@ -131,6 +133,14 @@ class McpServersChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class InstructionsChanged:
+    """The project instruction files (AGENTS.md) the prompt holds changed (see the
+    summary's `instructions`)."""
+
+    record: SessionRecord
+
+
+@dataclass(frozen=True, slots=True)
 class ModeChanged:
     mode: Mode
 
@@ -179,6 +189,13 @@ class SettingsChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueChanged:
+    """The session's queue of waiting messages, whole, after a change."""
+
+    queue: PromptQueue
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnded:
     stop_reason: StopReason | None  # None: the turn failed (see error)
     error: str | None = None
@@ -198,12 +215,14 @@ SessionEvent = (
     | PermissionAsked
     | PermissionSettled
     | McpServersChanged
+    | InstructionsChanged
     | ModeChanged
     | Compacted
     | PlanUpdated
     | CommandsAvailable
     | AgentOptionsChanged
     | SettingsChanged
+    | QueueChanged
     | TurnEnded
     | TurnChanges  # a turn that changed files ended: what it changed (without the diff)
 )

@@ -1,4 +1,5 @@
-"""File changes as values: a diff a user approves, what a turn changed, what a rewind did."""
+"""File changes as values: a diff a user approves, what a turn changed, what a rewind did;
+and the project instruction files (AGENTS.md) a builtin session's prompt holds."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ class FileDiff:
 class Location:
     path: str  # absolute
     line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstructionFile:
+    """A project instruction file (AGENTS.md, CLAUDE.md) as the session's summary shows it:
+    observed by the live runtime (`agent/instructions.py`), never stored."""
+
+    path: str  # absolute
+    size: int  # bytes on disk
+    cut: bool  # only its first part is in the prompt (the cut is marked there)
+    skipped: str | None = None  # why it is not in the prompt at all (binary, outside)
 
 
 class FileStatus(StrEnum):

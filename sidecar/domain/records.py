@@ -93,6 +93,8 @@ class SessionRecord:
     # The session's own git worktree (JSON: repo, path, branch, base, host), when it was
     # made in one (`sidecar/worktrees`); its path is the cwd. None: it works in its cwd.
     worktree: str | None = None
+    # Messages waiting for their turn (JSON, `domain/queue.py`); None: none.
+    queue: str | None = None
 
     def replace(self, **changes: Any) -> SessionRecord:
         return dataclasses.replace(self, **changes)
@@ -120,11 +122,14 @@ UPDATABLE_FIELDS: Final[frozenset[str]] = frozenset(
         "turns",
         "agent_session",
         "worktree",
+        "queue",
     }
 )
 # Fields any sidecar may change without holding the session (a rename of a closed
 # session, say): written alone, so they never clobber what a live runtime writes.
-METADATA_FIELDS: Final[frozenset[str]] = frozenset({"title", "rules", "archived", "worktree"})
+METADATA_FIELDS: Final[frozenset[str]] = frozenset(
+    {"title", "rules", "archived", "worktree", "queue"}
+)
 DEFAULT_TITLE: Final = "Untitled session"
 
 

@@ -16,6 +16,7 @@ READ_FILE: Final = "read_file"
 WRITE_FILE: Final = "write_file"
 EDIT_FILE: Final = "edit_file"
 LIST_FILES: Final = "list_files"
+UPDATE_PLAN: Final = "update_plan"  # the plan tool (`domain/plans.py`): no file, no command
 
 FILE_TOOL_KINDS: Final[dict[str, ToolKind]] = {
     READ_FILE: ToolKind.READ,
@@ -35,4 +36,6 @@ def kind_of(name: str) -> ToolKind:
     """How a builtin call is presented (MCP tools' kinds are not stored: other)."""
     if name == BASH:
         return ToolKind.EXECUTE
+    if name == UPDATE_PLAN:
+        return ToolKind.THINK
     return FILE_TOOL_KINDS.get(name, ToolKind.OTHER)

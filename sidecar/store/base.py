@@ -67,6 +67,7 @@ class RecordChanges(TypedDict, total=False):
     turns: int
     agent_session: str | None
     worktree: str | None
+    queue: str | None
 
 
 OrphanTest = Callable[[SessionRecord], bool]
@@ -115,6 +116,7 @@ class SessionStore(Protocol):
         rules: str | None = None,
         archived: bool | None = None,
         forget_worktree: bool = False,
+        queue: str | None | bool = False,
     ) -> SessionRecord:
         """Unfenced change of METADATA_FIELDS (any sidecar may rename a session, live or
         not); only those columns are written. Raises SessionNotFound."""

@@ -206,6 +206,9 @@ ALTER TABLE sessions ADD COLUMN agent_session TEXT;
 # v8: the session's own git worktree (JSON), when it was made in one.
 _V8: Final = "ALTER TABLE sessions ADD COLUMN worktree TEXT;"
 
+# v9: the messages waiting for their turn (JSON), when there are any.
+_V9: Final = "ALTER TABLE sessions ADD COLUMN queue TEXT;"
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     (1, _V1),
     (2, _V2),
@@ -215,6 +218,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     (6, _V6),
     (7, _V7),
     (8, _V8),
+    (9, _V9),
 )
 
 

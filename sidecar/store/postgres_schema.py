@@ -200,7 +200,17 @@ ALTER TABLE {SCHEMA}.sessions ADD COLUMN agent_session text;
 # v5: the session's own git worktree (JSON), as the SQLite store's v8.
 _V5: Final = f"ALTER TABLE {SCHEMA}.sessions ADD COLUMN worktree text;"
 
-MIGRATIONS: Final[tuple[Migration, ...]] = ((1, _V1), (2, _V2), (3, _V3), (4, _V4), (5, _V5))
+# v6: the messages waiting for their turn (JSON), as the SQLite store's v9.
+_V6: Final = f"ALTER TABLE {SCHEMA}.sessions ADD COLUMN queue text;"
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    (1, _V1),
+    (2, _V2),
+    (3, _V3),
+    (4, _V4),
+    (5, _V5),
+    (6, _V6),
+)
 
 
 def latest(migrations: Sequence[Migration] = MIGRATIONS) -> int:

@@ -160,11 +160,14 @@ class SessionRepository(ABC):
         rules: str | None = None,
         archived: bool | None = None,
         forget_worktree: bool = False,
+        queue: str | None | bool = False,
     ) -> SessionRecord:
         given = (("title", title), ("rules", rules), ("archived", archived))
         checked = change.validated_metadata({k: v for k, v in given if v is not None})
         if forget_worktree:  # a closed session's discarded worktree: it has none now
             checked["worktree"] = None
+        if queue is not False:  # the queue's JSON, or None when it is empty
+            checked["queue"] = queue
         async with self._transaction() as tx:
             seq, record = await tx.locked(session_id)
             updated = change.updated(record, checked, now())

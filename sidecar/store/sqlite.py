@@ -39,6 +39,7 @@ _FIELDS: Final = (
     "forked_from", "context_from", "summary_index", "lease_owner", "lease_expires",
     "usage_input", "usage_output", "approval", "sandbox", "rules", "mcp_servers", "turns",
     "archived", "imported_from", "version", "agent", "agent_session", "worktree",
+    "queue",
 )  # fmt: skip
 _INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
 _COLUMNS: Final = "seq, " + _INSERT_COLUMNS
@@ -79,7 +80,7 @@ def _record(row: tuple[Any, ...]) -> tuple[int, SessionRecord]:
         updated_at, model, last_error, interrupted, message_count, forked_from,
         context_from, summary_index, lease_owner, lease_expires, usage_input, usage_output,
         approval, sandbox, rules, mcp_servers, turns, archived, imported_from, version,
-        agent, agent_session, worktree,
+        agent, agent_session, worktree, queue,
     ) = row  # fmt: skip
     return seq, SessionRecord(
         session_id, cwd, title, _MODE[mode], _BACKEND[backend], _STATUS[status], generation,
@@ -87,7 +88,7 @@ def _record(row: tuple[Any, ...]) -> tuple[int, SessionRecord]:
         forked_from, context_from, summary_index, lease_owner, lease_expires, usage_input,
         usage_output, _APPROVAL[approval], None if sandbox is None else _SANDBOX[sandbox],
         rules, mcp_servers, turns, bool(archived), imported_from, version, agent,
-        agent_session, worktree,
+        agent_session, worktree, queue,
     )  # fmt: skip
 
 

@@ -61,6 +61,7 @@ class UnavailableStore:
         rules: str | None = None,
         archived: bool | None = None,
         forget_worktree: bool = False,
+        queue: str | None | bool = False,
     ) -> SessionRecord:
         self._fail()
 

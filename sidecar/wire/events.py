@@ -21,12 +21,14 @@ from sidecar.domain.events import (
     AgentThoughtChunk,
     CommandsAvailable,
     Compacted,
+    InstructionsChanged,
     McpServersChanged,
     ModeChanged,
     Origin,
     PermissionAsked,
     PermissionSettled,
     PlanUpdated,
+    QueueChanged,
     SessionEvent,
     SettingsChanged,
     StateChanged,
@@ -41,6 +43,7 @@ from sidecar.domain.events import (
     UserMessageAdded,
 )
 from sidecar.domain.files import FileDiff, Location, TurnChanges
+from sidecar.domain.queue import PromptQueue
 from sidecar.domain.records import SessionRecord, iso
 from sidecar.wire.changes import changes_body
 from sidecar.wire.summary import summary
@@ -159,8 +162,16 @@ class TurnEnd:
     error: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class QueueShown:
+    """The session's waiting messages, whole (`_session/queue_update`, SSE `queue`)."""
+
+    body: dict[str, Any]
+
+
 WireEvent = (
     State
+    | QueueShown
     | UserText
     | AgentText
     | Usage
@@ -181,7 +192,7 @@ def translate(body: SessionEvent, view_of: ViewOf) -> WireEvent:
     """The one mapping from a domain event to what the edges say about it."""
     if isinstance(body, AgentTextChunk):
         return AgentText("agent_message_chunk", body.text)
-    if isinstance(body, StateChanged | McpServersChanged):
+    if isinstance(body, StateChanged | McpServersChanged | InstructionsChanged):
         return State(summary(view_of(body.record)))
     if isinstance(body, PermissionAsked):
         return State(
@@ -227,12 +238,24 @@ def translate(body: SessionEvent, view_of: ViewOf) -> WireEvent:
         return Commands(body.commands)
     if isinstance(body, SettingsChanged):
         return Settings(view_of(body.record))
+    if isinstance(body, QueueChanged):
+        return QueueShown(queue_body(body.queue))
     if isinstance(body, AgentOptionsChanged):  # the host sends SettingsChanged instead
         raise TypeError("AgentOptionsChanged is an engine's event, not the edges'")
     assert isinstance(body, TurnEnded)
     if body.stop_reason is None:
         return TurnEnd(None, body.error)
     return TurnEnd(body.stop_reason.value, None)
+
+
+def queue_body(queue: PromptQueue) -> dict[str, Any]:
+    """The queue as every edge shows it: its items in order, and whether it is paused."""
+    return {
+        "queue": [
+            {"id": i.id, "prompt": list(i.prompt), "createdAt": i.created_at} for i in queue.items
+        ],
+        "paused": queue.paused,
+    }
 
 
 def plan_entries(value: PlanShown) -> list[dict[str, str]]:
@@ -327,6 +350,8 @@ def to_sse(value: WireEvent) -> tuple[str, dict[str, Any]]:
         return "available_commands_update", {"availableCommands": command_list(value)}
     if isinstance(value, Settings):
         return "agent_options", {"options": agent_option_list(value.view)}
+    if isinstance(value, QueueShown):
+        return "queue", value.body
     if value.stop_reason is None:
         return "turn_end", {"stopReason": "error", "error": value.error}
     return "turn_end", {"stopReason": value.stop_reason}

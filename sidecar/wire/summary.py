@@ -67,6 +67,10 @@ def summary(view: SessionView) -> dict[str, Any]:
             }
             for server in view.mcp
         ],
+        "instructions": [
+            {"path": file.path, "bytes": file.size, "cut": file.cut, "skipped": file.skipped}
+            for file in view.instructions
+        ],
         "createdAt": iso(record.created_at),
         "updatedAt": iso(record.updated_at),
         "http": http,

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from sidecar.domain.events import ToolKind
-from sidecar.domain.tools import FILE_TOOL_TITLES, kind_of
+from sidecar.domain.tools import FILE_TOOL_TITLES, UPDATE_PLAN, kind_of
 from sidecar.domain.transcript import (
     AssistantEntry,
     Entry,
@@ -35,6 +35,8 @@ def tool_title(call: ToolCallRequest, arguments: dict[str, Any]) -> str:
     path = arguments.get("path")
     if call.name in FILE_TOOL_TITLES and isinstance(path, str):
         return f"{FILE_TOOL_TITLES[call.name]} {path}"
+    if call.name == UPDATE_PLAN:
+        return "Update plan"
     return call.name or "tool"
 
 

@@ -62,6 +62,7 @@ from acp.schema import (
     NewSessionResponse,
     PermissionOption,
     PlanEntry,
+    PromptCapabilities,
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
@@ -91,7 +92,7 @@ T = TypeVar("T")
 McpServers = list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] | None
 ToolContent = list[ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent]
 
-ALL_CAPS = ("load", "resume", "list", "fork", "close")
+ALL_CAPS = ("load", "resume", "list", "fork", "close", "image", "embedded")
 DEFAULT_CAPS = "load,resume,close"
 MODES = ("default", "plan")
 MODELS = ("fast", "smart")
@@ -329,6 +330,9 @@ class ScriptedAgent:
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session="load" in caps,
+                prompt_capabilities=PromptCapabilities(
+                    image="image" in caps, embedded_context="embedded" in caps
+                ),
                 session_capabilities=SessionCapabilities(
                     list=SessionListCapabilities() if "list" in caps else None,
                     fork=SessionForkCapabilities() if "fork" in caps else None,

@@ -40,6 +40,7 @@ from sidecar.agent.sandbox import SandboxUnavailable
 from sidecar.domain.agent_options import MODE_ID, AgentOption
 from sidecar.domain.errors import AgentFailed, InvalidInput
 from sidecar.domain.events import AgentOptionsChanged
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
 
 log = logging.getLogger(__name__)
@@ -389,7 +390,18 @@ class ExternalEngine:
 
     # ---- turns -----------------------------------------------------------------------
 
-    async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+    def refuses(self, prompt: UserPrompt) -> str | None:
+        """What the agent said at `initialize` it takes: text and links always; images,
+        audio and embedded resources only where it said so."""
+        offered = self._caps.prompt_capabilities if self._caps is not None else None
+        wanted = {"image": "image", "audio": "audio", "resource": "embedded_context"}
+        for kind, capability in wanted.items():
+            if prompt.has(kind) and not (offered is not None and getattr(offered, capability)):
+                what = "embedded resources" if kind == "resource" else f"{kind}s"
+                return f"the agent {self.name!r} takes no {what} (its promptCapabilities)"
+        return None
+
+    async def run_turn(self, host: TurnHost, prompt: UserPrompt) -> TurnOutcome:
         conn, relay, client, process = self._conn, self._relay, self._client, self._process
         session = self._agent_session
         if conn is None or relay is None or client is None or process is None or not session:
@@ -400,8 +412,11 @@ class ExternalEngine:
         # The turn's before-snapshot now: an agent changes files with its own tools, when
         # it likes, without asking us (its changes are the turn's, for changes and rewind).
         await host.before_tool_call()
-        block = schema.TextContentBlock(type="text", text=prompt)
-        asked = asyncio.ensure_future(conn.prompt(session_id=session, prompt=[block]))
+        # The content as the client sent it (links, images, resources: the agent reads
+        # them itself), or the text when it came as text.
+        given = list(prompt.blocks) or [{"type": "text", "text": prompt.text}]
+        blocks = schema.PromptRequest.model_validate({"sessionId": session, "prompt": given}).prompt
+        asked = asyncio.ensure_future(conn.prompt(session_id=session, prompt=blocks))
         try:
             response = await self._call(asked, "session/prompt")
         except asyncio.CancelledError:

@@ -32,6 +32,7 @@ from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.domain.agent_options import AgentOption
 from sidecar.domain.errors import AgentFailed
+from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.redaction import SECRETS
 
@@ -80,7 +81,10 @@ class UnstartableEngine:
     async def start(self, host: EngineHost) -> EngineStart:
         raise AgentFailed(self._problem)
 
-    async def run_turn(self, host: TurnHost, prompt: str) -> TurnOutcome:
+    def refuses(self, prompt: UserPrompt) -> str | None:
+        return None  # the turn fails with the reason the agent cannot start
+
+    async def run_turn(self, host: TurnHost, prompt: UserPrompt) -> TurnOutcome:
         raise AgentFailed(self._problem)
 
     def options(self) -> tuple[AgentOption, ...]:

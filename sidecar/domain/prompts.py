@@ -1,0 +1,48 @@
+"""A prompt's ACP content blocks (JSON objects, as a client sent them) as the text a turn
+records and the builtin engine reads: text as is, a resource link as a reference line,
+an embedded text resource with its contents. One function for `session/prompt` and for a
+queued message whose turn came, so both read the same."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sidecar.domain.errors import InvalidInput
+
+
+def text_of(blocks: Iterable[Mapping[str, Any]]) -> str:
+    parts: list[str] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "resource_link":
+            # Every ACP agent must accept links; the model gets them as a reference line.
+            parts.append(f"[resource: {block.get('name')} <{block.get('uri')}>]")
+        elif kind == "resource":
+            resource = block.get("resource")
+            if isinstance(resource, Mapping) and isinstance(resource.get("text"), str):
+                parts.append(f"[resource {resource.get('uri')}]\n{resource['text']}")
+    text = "\n".join(parts)
+    if not text.strip():
+        raise InvalidInput("prompt", "must contain non-empty text content")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class UserPrompt:
+    """A turn's user message: the text the transcript shows and the builtin engine reads,
+    and the content blocks as the client sent them (an external agent gets these; empty
+    when the message came as plain text, over HTTP say)."""
+
+    text: str
+    blocks: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, blocks: Sequence[Mapping[str, Any]]) -> UserPrompt:
+        return cls(text_of(blocks), tuple(blocks))
+
+    def has(self, kind: str) -> bool:
+        return any(block.get("type") == kind for block in self.blocks)

@@ -1,0 +1,105 @@
+"""A prompt's content blocks, end to end: the real sidecar over its pipes. An external
+agent gets them as the client sent them (links, images and resources, where it said at
+`initialize` that it takes them), queued or not; content an engine cannot give its
+model is refused before the turn starts, naming `prompt`, and nothing is recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+import pytest
+from external_agents import AgentSetup
+from harness import Sidecar
+
+from desktop.client import RpcError
+
+pytestmark = pytest.mark.timeout(240)
+
+PIXEL = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+).decode()
+IMAGE = {"type": "image", "mimeType": "image/png", "data": PIXEL}
+LINK = {"type": "resource_link", "name": "notes.md", "uri": "file:///work/notes.md"}
+
+
+def prompt(sid: str, *blocks: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"sessionId": sid, "prompt": list(blocks)}
+    if meta:
+        params["_meta"] = meta
+    return params
+
+
+def prompts_received(setup: AgentSetup, name: str) -> list[list[dict[str, Any]]]:
+    return [
+        entry["params"]["prompt"]
+        for entry in setup.received(name)
+        if entry.get("method") == "session/prompt"
+    ]
+
+
+async def test_an_external_agent_gets_the_blocks_as_sent(tmp_path: Path) -> None:
+    setup = AgentSetup(tmp_path / "agents").add("seeing", caps="load,resume,close,image")
+    sidecar = await Sidecar.start(tmp_path / "data", *setup.args())
+    try:
+        sid = (await sidecar.new_session(tmp_path, agent="seeing"))["sessionId"]
+        text = {"type": "text", "text": "say looked"}
+        await sidecar.call("session/prompt", prompt(sid, text, LINK, IMAGE))
+        await sidecar.call("_session/queue", prompt(sid, {"type": "text", "text": "say q"}, LINK))
+        await sidecar.wait_state(sid, "idle")
+        received = prompts_received(setup, "seeing")
+        assert received[0] == [text, LINK, IMAGE]
+        # A queued message keeps its blocks until its turn.
+        for _ in range(400):
+            received = prompts_received(setup, "seeing")
+            if len(received) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert received[1] == [{"type": "text", "text": "say q"}, LINK]
+        # The transcript shows the text (and the link as a reference line).
+        page = (await sidecar.messages(sid))["messages"]
+        assert page[0]["text"].startswith(
+            "say looked\n[resource: notes.md <file:///work/notes.md>]"
+        )
+    finally:
+        await sidecar.close()
+
+
+async def test_content_an_engine_cannot_take_is_refused_before_the_turn(tmp_path: Path) -> None:
+    setup = AgentSetup(tmp_path / "agents").add("blind")  # no image, no embedded context
+    sidecar = await Sidecar.start(tmp_path / "data", *setup.args())
+    try:
+        external = (await sidecar.new_session(tmp_path, agent="blind"))["sessionId"]
+        builtin = (await sidecar.new_session(tmp_path))["sessionId"]
+        resource = {
+            "type": "resource",
+            "resource": {"uri": "file:///work/a.txt", "text": "inline", "mimeType": "text/plain"},
+        }
+        cases = [
+            (external, IMAGE, "takes no images"),
+            (external, resource, "takes no embedded resources"),
+            (builtin, IMAGE, "no image"),
+        ]
+        for sid, block, reason in cases:
+            with pytest.raises(RpcError) as caught:
+                await sidecar.call(
+                    "session/prompt", prompt(sid, {"type": "text", "text": "x"}, block)
+                )
+            assert caught.value.code == -32602, reason
+            assert "prompt" in str(caught.value) and reason in str(caught.value)
+            status = await sidecar.status(sid)
+            assert status["status"] == "idle" and status["turns"] == 0  # nothing recorded
+            assert (await sidecar.messages(sid))["messages"] == []
+        assert prompts_received(setup, "blind") == []
+        # The builtin engine reads an embedded text resource as text.
+        answer = await sidecar.call(
+            "session/prompt", prompt(builtin, {"type": "text", "text": "see"}, resource)
+        )
+        assert answer["stopReason"] == "end_turn"
+    finally:
+        await sidecar.close()
