@@ -7,7 +7,7 @@ reader lock can stall exit. Turns run as tasks, so `/cancel` works mid-turn. Vie
 asked of the sidecar, never cached here. Sessions are in `desktop.tui_sessions`, approvals,
 rules and MCP servers in `desktop.tui_consent`, command output in `desktop.tui_output`,
 file changes, diffs and rewinding in `desktop.tui_changes`, the agent's plan in
-`desktop.tui_plan`.
+`desktop.tui_plan`, worktrees and the per-hunk review in `desktop.tui_review`.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from desktop.tui_changes import ChangesCommands, UsageError
 from desktop.tui_consent import ConsentCommands, permission_key
 from desktop.tui_output import OutputView
 from desktop.tui_plan import PlanView, plan_lines
+from desktop.tui_review import ReviewCommands
 from desktop.tui_sessions import SessionCommands
 from protocol.methods import Method
 
@@ -41,6 +42,8 @@ HELP = """/sessions              numbered: title, status, last activity, a previ
                        --worktree (or --branch B, --base B): in a new git worktree
 /merge [merge|squash|rebase]   the current session's worktree into its base branch
 /discard [N]           remove a closed session's worktree and branch (transcript kept)
+/worktree [diff [PAGE]]  the current session's worktree: repo, path, branch, base,
+                       ahead/behind, dirty; diff: the branch against its base, hunks numbered
 /agents                the agents a session can run: builtin, presets, configured ones;
                        each available, or not installed with its install command
 /switch N|ID           make it current (N from /sessions; an id prefix will do)
@@ -51,6 +54,10 @@ HELP = """/sessions              numbered: title, status, last activity, a previ
 /rules [rm N]          the current session's permission rules; remove rule N
 /mcp [reconnect NAME]  the current session's MCP servers and their tools; reconnect one
 /changes [TURN]        what a turn (default: the last) changed: files with +/- and the diff
+/review [TURN]         a turn's changes (default: the last), hunk by hunk, numbered 1, 2, ...
+/review reject N [N...] [--force] | reject FILE   revert those hunks (or the whole file) of
+                       that turn on disk (/rewind undo takes it back); --force: lines changed
+                       since; /review accept N [N...]: mark them kept (✓, here only)
 /rewind TURN [code|conversation|both] [--yes] [--force]   back to before TURN (default
                        both): shows what would change, then asks y/n (--yes: do not ask);
                        files changed outside the session since are left alone unless --force
@@ -86,7 +93,7 @@ def read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str]) -> No
             put(line.decode("utf-8", "replace").rstrip("\r"))
 
 
-class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
+class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewCommands):
     def __init__(self, sidecar_args: list[str]) -> None:
         self.host = SidecarHost(sidecar_args)
         self.current: str | None = None
@@ -108,6 +115,8 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
         self.shown_state: dict[str, tuple[Any, Any, Any]] = {}
         self.tool_kinds: dict[str, str] = {}  # toolCallId -> ACP kind (execute, edit, read, ...)
         self.diff_shown: set[str] = set()
+        self.review_marks: dict[tuple[str, int], dict[str, str]] = {}
+        self.reverts: dict[str, list[list[str]]] = {}
         self.plans = PlanView()  # the agent's plan, printed when it changes
         self.colour = os.isatty(1) and os.environ.get("TERM", "dumb") != "dumb"
         self.states: dict[str, dict[str, Any]] = {}  # sessionId -> its last summary seen

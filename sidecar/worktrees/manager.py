@@ -181,18 +181,31 @@ async def diff(
         raise InvalidInput("cursor", "must be 0 or more")
     if limit < 1:
         raise InvalidInput("limit", "must be 1 or more")
-    merge_base = (
-        await git.run(wt.path, "merge-base", _ref(wt.base), f"refs/heads/{wt.branch}")
-    ).stripped
-    admin = (await git.run(wt.path, "rev-parse", "--absolute-git-dir")).stripped
     with tempfile.TemporaryDirectory(prefix="acp-diff-") as scratch:
-        index = await asyncio.to_thread(_copy_index, admin, scratch)
-        env = {"GIT_INDEX_FILE": index}
-        await git.run(wt.path, "add", "-A", env=env)
+        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        # The merge-base runs beside the staging (neither needs the other); a failed
+        # staging stops it before the scratch dir goes.
+        merging = asyncio.ensure_future(
+            git.run(wt.path, "merge-base", _ref(wt.base), f"refs/heads/{wt.branch}")
+        )
+        try:
+            await _stage_all(wt, scratch, env)
+        except BaseException:
+            merging.cancel()
+            await asyncio.gather(merging, return_exceptions=True)
+            raise
+        merge_base = (await merging).stripped
         out = await git.run(wt.path, "diff", "--cached", *_DIFF_ARGS, merge_base, env=env)
     files = parse_diff(out.text)
     end = cursor + limit
     return files[cursor:end], (end if end < len(files) else None)
+
+
+async def _stage_all(wt: Worktree, scratch: str, env: dict[str, str]) -> None:
+    """Everything in the worktree (untracked files too) into a scratch copy of its index."""
+    admin = await _admin_dir(wt.path)
+    await asyncio.to_thread(_copy_index, admin, scratch)
+    await git.run(wt.path, "add", "-A", env=env)
 
 
 async def commit_pending(wt: Worktree, message: str) -> bool:
@@ -474,10 +487,20 @@ async def _remove_worktree(repo: str, path: str) -> None:
 
 
 async def _write_base(wt: Worktree) -> None:
-    admin = (await git.run(wt.path, "rev-parse", "--absolute-git-dir")).stripped
+    admin = await _admin_dir(wt.path)
     await asyncio.to_thread(_write_text, os.path.join(admin, _BASE_FILE), wt.base + "\n")
     if wt.owner:
         await asyncio.to_thread(_write_text, os.path.join(admin, _OWNER_FILE), wt.owner + "\n")
+
+
+async def _admin_dir(path: str) -> str:
+    """The git dir of the worktree at `path`: read from its `.git` file (`gitdir: DIR`,
+    what `git worktree add` writes) without a git process; asked of git when `.git` is
+    anything else (a directory, a missing or unexpected file)."""
+    pointer = await asyncio.to_thread(_read_gitdir_pointer, path)
+    if pointer is not None:
+        return pointer
+    return (await git.run(path, "rev-parse", "--absolute-git-dir")).stripped
 
 
 # Path checks: a few stat calls each, cheap enough for the event loop.
@@ -506,6 +529,18 @@ def _inside(path: str, top: str) -> bool:
 def _write_text(path: str, text: str) -> None:
     with open(path, "w", encoding="utf-8") as out:
         out.write(text)
+
+
+def _read_gitdir_pointer(path: str) -> str | None:
+    try:
+        with open(os.path.join(path, ".git"), encoding="utf-8") as dot_git:
+            first = dot_git.readline().strip()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
+        return None
+    if not first.startswith("gitdir: "):
+        return None
+    admin = os.path.normpath(os.path.join(path, first[len("gitdir: ") :]))
+    return admin if os.path.isdir(admin) else None
 
 
 def _copy_index(admin: str, scratch: str) -> str:
