@@ -181,31 +181,33 @@ async def diff(
         raise InvalidInput("cursor", "must be 0 or more")
     if limit < 1:
         raise InvalidInput("limit", "must be 1 or more")
-    with tempfile.TemporaryDirectory(prefix="acp-diff-") as scratch:
-        env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
-        # The merge-base runs beside the staging (neither needs the other); a failed
-        # staging stops it before the scratch dir goes.
-        merging = asyncio.ensure_future(
-            git.run(wt.path, "merge-base", _ref(wt.base), f"refs/heads/{wt.branch}")
-        )
-        try:
-            await _stage_all(wt, scratch, env)
-        except BaseException:
-            merging.cancel()
-            await asyncio.gather(merging, return_exceptions=True)
-            raise
-        merge_base = (await merging).stripped
-        out = await git.run(wt.path, "diff", "--cached", *_DIFF_ARGS, merge_base, env=env)
+    merge_base = (
+        await git.run(wt.path, "merge-base", _ref(wt.base), f"refs/heads/{wt.branch}")
+    ).stripped
+    # The working tree against the merge-base (committed and uncommitted work of tracked
+    # files, one pass, the worktree's index only read) beside the list of untracked
+    # files; only when there are some is a scratch copy of the index needed, holding
+    # them as intent-to-add so the same diff shows them as new files.
+    tracked, untracked = await asyncio.gather(
+        git.run(wt.path, "diff", *_DIFF_ARGS, merge_base),
+        git.run(wt.path, "ls-files", "--others", "--exclude-standard", "-z"),
+    )
+    out = tracked
+    new_files = [p for p in untracked.text.split("\0") if p]
+    if new_files:
+        with tempfile.TemporaryDirectory(prefix="acp-diff-") as scratch:
+            env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+            await asyncio.to_thread(_copy_index, await _admin_dir(wt.path), scratch)
+            for chunk in _chunks(new_files):
+                await git.run(wt.path, "add", "--intent-to-add", "--", *chunk, env=env)
+            out = await git.run(wt.path, "diff", *_DIFF_ARGS, merge_base, env=env)
     files = parse_diff(out.text)
     end = cursor + limit
     return files[cursor:end], (end if end < len(files) else None)
 
 
-async def _stage_all(wt: Worktree, scratch: str, env: dict[str, str]) -> None:
-    """Everything in the worktree (untracked files too) into a scratch copy of its index."""
-    admin = await _admin_dir(wt.path)
-    await asyncio.to_thread(_copy_index, admin, scratch)
-    await git.run(wt.path, "add", "-A", env=env)
+def _chunks(paths: list[str], size: int = 500) -> list[list[str]]:
+    return [paths[i : i + size] for i in range(0, len(paths), size)]
 
 
 async def commit_pending(wt: Worktree, message: str) -> bool:
