@@ -58,6 +58,7 @@ class Method:
     WORKTREE_MERGE: Final = "_session/worktree/merge"
     WORKTREE_DISCARD: Final = "_session/worktree/discard"
     WORKTREE_PATCH: Final = "_session/worktree/patch"
+    FILES: Final = "_session/files"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
@@ -99,4 +100,5 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.WORKTREE_MERGE,
     Method.WORKTREE_DISCARD,
     Method.WORKTREE_PATCH,
+    Method.FILES,
 )

@@ -17,6 +17,7 @@ from protocol.models import (
     ChangesParams,
     CompactParams,
     ExportParams,
+    FilesParams,
     HttpAccess,
     ImportParams,
     McpReconnectParams,
@@ -156,6 +157,7 @@ class ExtensionHandlers:
             Route(Method.WORKTREE_MERGE, Params(WorktreeMergeParams), self.worktree_merge),
             Route(Method.WORKTREE_DISCARD, Params(StatusParams), self.worktree_discard),
             Route(Method.WORKTREE_PATCH, Params(WorktreePatchParams), self.worktree_patch),
+            Route(Method.FILES, Params(FilesParams), self.files),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -405,6 +407,14 @@ class ExtensionHandlers:
         if isinstance(made, str):
             return {"patch": made}
         return {"files": made}
+
+    async def files(self, request: FilesParams) -> dict[str, Any]:
+        """Paths under the session's cwd for an `@` mention, best match first."""
+        found = await self.manager.files(request.session_id, request.query, request.limit)
+        return {
+            "files": [{"path": f.path, "kind": f.kind} for f in found.files],
+            "truncated": found.truncated,
+        }
 
     async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
         """What can run a session's turns: each agent, whether its program is installed
