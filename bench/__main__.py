@@ -37,6 +37,7 @@ SCENARIOS = {
     "9": "bench.s9_search",
     "10": "bench.s10_features",
     "11": "bench.s11_agents",
+    "12": "bench.s12_mentions",
 }
 TITLES = {
     "1": "Round trip over stdio",
@@ -50,6 +51,7 @@ TITLES = {
     "9": "Full-text search in session/list",
     "10": "New features: approvals, sandbox, MCP",
     "11": "External ACP agents: through the sidecar vs direct",
+    "12": "@ completion over a large repository",
 }
 
 

@@ -25,6 +25,7 @@ SCENARIOS = {
     "9": "s9_search.png",
     "10": "s10_features.png",
     "11": "s11_agents.png",
+    "12": "s12_mentions.png",
 }
 
 
