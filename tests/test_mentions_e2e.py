@@ -7,6 +7,7 @@ not. The real sidecar runs as a child with the OpenAI provider against the loopb
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -150,6 +151,27 @@ async def test_completion_outside_git_walks_honouring_gitignore(
     assert not any("escape" in p or "target" in p for p in everything), everything
 
 
+async def test_the_sidecars_own_data_dir_inside_the_cwd_is_never_listed(repo: Path) -> None:
+    data = repo / "sidecar-data"
+    sidecar = await Sidecar.start(data)
+    try:
+        sid = (await sidecar.new_session(repo))["sessionId"]
+        everything = paths(await files(sidecar, sid, "", limit=500))
+        assert "README.md" in everything
+        assert not any(p.startswith("sidecar-data") for p in everything), everything
+        assert paths(await files(sidecar, sid, "sessions.db")) == []
+        (data / "notes.txt").write_text("private\n")  # and a mention of it is refused
+        answer = await prompt_blocks(
+            sidecar, sid, {"type": "text", "text": "read"}, link(data / "notes.txt")
+        )
+        assert (
+            "sidecar-data/notes.txt: not inlined: the sidecar's own files are hidden"
+            in (answer["_meta"]["response"])
+        )
+    finally:
+        await sidecar.close()
+
+
 async def test_new_files_show_up_after_a_refresh(sidecar: Sidecar, repo: Path) -> None:
     sid = (await sidecar.new_session(repo))["sessionId"]
     assert paths(await files(sidecar, sid, "brand_new")) == []
@@ -247,6 +269,8 @@ async def test_mentions_that_cannot_be_inlined_are_noted_never_read_whole(
     gone.unlink()
     binary = repo / "image.png"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    fifo = repo / "pipe"
+    os.mkfifo(fifo)  # a blocking open would wait for a writer: this one must not
     read_before = _read_bytes(agent.pid)
     answer = await prompt_blocks(
         agent,
@@ -258,6 +282,7 @@ async def test_mentions_that_cannot_be_inlined_are_noted_never_read_whole(
         link(huge),
         link(binary),
         link(repo / "src"),
+        link(fifo),
     )
     assert answer["stopReason"] == "end_turn"  # a note each, never a failed turn
     read_after = _read_bytes(agent.pid)
@@ -270,6 +295,7 @@ async def test_mentions_that_cannot_be_inlined_are_noted_never_read_whole(
     assert "[mentioned file huge.bin (1.0 GiB): not inlined: larger than 64.0 KiB" in seen
     assert "[mentioned file image.png (10 bytes): not inlined: binary]" in seen
     assert "[mentioned directory src/: not inlined" in seen
+    assert "[mentioned file pipe: not inlined: not a regular file]" in seen
     assert read_after - read_before < 64 << 20, "the 1 GB file was read"
 
 

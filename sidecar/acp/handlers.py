@@ -400,7 +400,9 @@ class AcpHandlers:
             nonlocal left
             if left <= 0:
                 return f"[mentioned {uri}: not inlined: the prompt's mentions are over {MENTIONS_MAX // 1024} KiB]"
-            text = read_mention(uri, record.cwd, limit=min(MENTION_MAX, left))
+            text = read_mention(
+                uri, record.cwd, limit=min(MENTION_MAX, left), hidden=self.manager.hidden_dirs
+            )
             left -= len(text.encode())
             return text
 

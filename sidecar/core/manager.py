@@ -64,6 +64,8 @@ class SessionManager:
         self._lifecycle = SessionLifecycle(deps, registry, self._queries, self)
         self._library = SessionLibrary(deps, self._lifecycle, self._queries)
         self.store = deps.runtime.store
+        # What no session may see (the data and config dirs): also never mentioned.
+        self.hidden_dirs: tuple[str, ...] = deps.runtime.hide
         self.events = deps.events
         self.settings = SessionSettings(self)
         self.worktrees = SessionWorktrees(self)  # `_session/worktree/*`

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
@@ -47,8 +48,11 @@ def _inside(root: str, path: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def read_mention(uri: str, cwd: str, *, limit: int = MENTION_MAX) -> str:
-    """The mention as the model gets it (a heading and the text, or a one-line note)."""
+def read_mention(
+    uri: str, cwd: str, *, limit: int = MENTION_MAX, hidden: Sequence[str] = ()
+) -> str:
+    """The mention as the model gets it (a heading and the text, or a one-line note).
+    `hidden`: directories no session may see (the sidecar's data and config dirs)."""
     path = file_path(uri)
     if path is None:
         return f"[mentioned {uri}: not inlined: not a local file:// path]"
@@ -57,6 +61,8 @@ def read_mention(uri: str, cwd: str, *, limit: int = MENTION_MAX) -> str:
     if not _inside(root, real):
         return f"[mentioned file {path}: not inlined: it is outside the session's directory {cwd}]"
     shown = os.path.relpath(real, root) if real != root else "."
+    if any(_inside(os.path.realpath(h), real) for h in hidden):
+        return f"[mentioned file {shown}: not inlined: the sidecar's own files are hidden]"
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
