@@ -16,7 +16,8 @@ candidates the later ones are not scanned at all; and since the blob is ordered 
 and short first, stopping a tier early keeps its shortest paths, which is what the
 scoring would pick anyway. The candidates
 found (at most `limit * CANDIDATES_PER_RESULT`) are then scored in Python: tier, a base
-name that starts with the query, how tight the match is, path length. The subsequence
+name that is the query (less its extension) or starts with it, how tight the match is,
+path length. The subsequence
 patterns use possessive classes (`a[^b\\n]*+b`: the leftmost `b` after the `a`), so a
 path of repeated characters cannot make the engine backtrack.
 
@@ -135,6 +136,12 @@ class PathIndex:
         tier, start, end = hit
         lower = self._lower[index]
         base_at = lower.rfind("/") + 1
-        prefix = 0 if lower.startswith(query, base_at) or lower.startswith(query) else 1
+        base = lower[base_at:]
+        if base == query or base.split(".", 1)[0] == query:
+            prefix = 0  # the name itself (`conf` -> `conf.py`)
+        elif base.startswith(query) or lower.startswith(query):
+            prefix = 1
+        else:
+            prefix = 2
         spread = end - start - len(query)  # 0: contiguous
         return (tier, prefix, spread, len(lower), index)
