@@ -5,7 +5,8 @@ the fast one (`fs/path_index.py`: a few scans in C), so the listing is cached pe
 directory and each keystroke pays only for the match. The first query of a directory
 waits for its listing (the cold one); a query that finds its listing older than
 `STALE_SECONDS` is answered from it at once while a new one is built in the background,
-so files created since show up a keystroke or two later, never at the cost of a wait.
+so files created since show up a keystroke or two later, never at the cost of a wait (a
+listing that took long to build is refreshed less often: `STALE_FACTOR`).
 
 Inside a git work tree the listing is git's (`worktrees/listing.py`: tracked and
 untracked-not-ignored files); elsewhere a bounded walk honouring `.gitignore`s
@@ -33,9 +34,15 @@ from sidecar.worktrees.listing import GitPaths, list_paths
 
 log = logging.getLogger(__name__)
 
+# A listing is stale after this, or after STALE_FACTOR times what it took to build, if
+# longer: while someone types, rebuilding a 100,000-file listing (~2 s of git and Python)
+# costs at most a tenth of a core.
 STALE_SECONDS: Final = 5.0
-MAX_ENTRIES: Final = 500_000  # paths kept per directory; more: the listing is cut
-MAX_DIRECTORIES: Final = 8  # directories whose listings are kept (least recently asked go)
+STALE_FACTOR: Final = 10.0
+MAX_ENTRIES: Final = 500_000  # paths kept from git's listing; more: the listing is cut
+MAX_WALKED: Final = 200_000  # entries a walk outside git visits at most
+GIT_SECONDS: Final = 60.0  # a git that lists longer is stopped; the directory is walked
+MAX_DIRECTORIES: Final = 4  # directories whose listings are kept (least recently asked go)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +55,11 @@ class FileMatches:
 class _Listing:
     index: PathIndex
     cut: bool
-    built: float
+    built: float  # when its listing started
+    took: float  # seconds it took
+
+    def stale(self, now: float) -> bool:
+        return now - self.built > max(STALE_SECONDS, STALE_FACTOR * self.took)
 
 
 def _hidden_prefixes(root: str, hidden: Sequence[str]) -> tuple[str, ...]:
@@ -115,7 +126,7 @@ def build(
     """The index of `cwd` (from git's listing, else a walk) and whether it was cut. Blocking:
     run in a thread."""
     if paths is None:
-        entries, cut = walk(cwd, max_entries, hidden)
+        entries, cut = walk(cwd, min(max_entries, MAX_WALKED), hidden)
     else:
         entries = _with_parents(_from_git(cwd, paths))
         cut = len(entries) > max_entries
@@ -145,7 +156,7 @@ class FileSearch:
             listing = await asyncio.shield(self._build(cwd, hidden))
         else:
             self._listings.move_to_end(cwd)
-            if self._clock() - listing.built > STALE_SECONDS and cwd not in self._building:
+            if listing.stale(self._clock()) and cwd not in self._building:
                 self._build(cwd, hidden).add_done_callback(_logged)
         found, more = await asyncio.to_thread(listing.index.match, query, limit)
         return FileMatches(found, more or listing.cut)
@@ -162,12 +173,12 @@ class FileSearch:
     async def _list(self, cwd: str, hidden: tuple[str, ...]) -> _Listing:
         started = self._clock()
         try:
-            paths = await list_paths(cwd)
-        except git.GitError as exc:  # a broken repository: walk it like any directory
-            log.warning("listing %s with git failed (%s); walking it instead", cwd, exc)
+            paths = await asyncio.wait_for(list_paths(cwd), GIT_SECONDS)
+        except (git.GitError, TimeoutError) as exc:  # walk it like any directory
+            log.warning("listing %s with git failed (%r); walking it instead", cwd, exc)
             paths = None
         index, cut = await asyncio.to_thread(build, cwd, paths, hidden)
-        listing = _Listing(index, cut, started)
+        listing = _Listing(index, cut, started, self._clock() - started)
         self._listings[cwd] = listing
         self._listings.move_to_end(cwd)
         while len(self._listings) > MAX_DIRECTORIES:

@@ -88,14 +88,14 @@ class PathIndex:
         self.paths: list[str] = [path for path, _ in kept]
         self.kinds: list[Kind] = [kind for _, kind in kept]
         lower = [path.lower() for path in self.paths]
-        # Each path's offset in the blob (lowercasing may change a length: offsets are of
-        # the lowercase text, the only one searched).
+        # Each path's offset in the blob, and one past the last (lowercasing may change a
+        # length: offsets are of the lowercase text, the only one searched).
         self._starts: list[int] = []
         offset = 0
         for text in lower:
             self._starts.append(offset)
             offset += len(text) + 1
-        self._lower = lower
+        self._starts.append(offset)
         self._blob = "\n".join(lower) + "\n" if lower else ""
 
     def __len__(self) -> int:
@@ -134,7 +134,7 @@ class PathIndex:
 
     def _score(self, index: int, query: str, hit: tuple[int, int, int]) -> tuple[int, ...]:
         tier, start, end = hit
-        lower = self._lower[index]
+        lower = self._blob[self._starts[index] : self._starts[index + 1] - 1]
         base_at = lower.rfind("/") + 1
         base = lower[base_at:]
         if base == query or base.split(".", 1)[0] == query:
