@@ -192,7 +192,8 @@ def run(settings: Settings) -> ScenarioResult:
     )
     result.notes.append(
         "A keystroke's request is answered from the listing cached for the directory; a "
-        "listing older than 5 s is rebuilt in the background, never in a keystroke's way. "
+        "listing older than 5 s (or 10× its build time) is rebuilt in the background, never "
+        "in a keystroke's way. "
         "The slowest keystrokes are the scattered abbreviations: no path holds them whole, so "
         "they fall through to the subsequence tiers, which scan the whole list and try each "
         "occurrence of the first character. A base name here recurs in many directories "
