@@ -38,6 +38,7 @@ SCENARIOS = {
     "10": "bench.s10_features",
     "11": "bench.s11_agents",
     "12": "bench.s12_worktrees",
+    "13": "bench.s13_mentions",
 }
 TITLES = {
     "1": "Round trip over stdio",
@@ -52,6 +53,7 @@ TITLES = {
     "10": "New features: approvals, sandbox, MCP",
     "11": "External ACP agents: through the sidecar vs direct",
     "12": "Worktrees: a session's worktree and its branch diff vs plain git",
+    "13": "@ completion over a large repository",
 }
 
 

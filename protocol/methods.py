@@ -68,6 +68,7 @@ class Method:
     QUEUE_RUN: Final = "_session/queue/run"
     EDIT: Final = "_session/edit"
     IMAGE: Final = "_session/image"
+    FILES: Final = "_session/files"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
@@ -120,4 +121,5 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.QUEUE_RUN,
     Method.EDIT,
     Method.IMAGE,
+    Method.FILES,
 )

@@ -302,6 +302,21 @@ class EditParams(StrictParams):
     scope: Literal["conversation", "both"] = "conversation"
 
 
+def _path_query(value: Any) -> Any:
+    if isinstance(value, str) and ("\x00" in value or "\n" in value or "\r" in value):
+        raise ValueError("must not contain NUL or line breaks")
+    return value
+
+
+class FilesParams(StrictParams):
+    """`_session/files`: paths under the session's cwd that match `query` fuzzily (an
+    empty query: the top level first), at most `limit` of them."""
+
+    session_id: SessionId
+    query: Annotated[str, Field(max_length=1024), BeforeValidator(_path_query)] = ""
+    limit: JsonInt = Field(default=50, ge=1, le=500)
+
+
 class AgentsParams(StrictParams):
     """`_session/agents` takes nothing (unknown keys are refused, as everywhere)."""
 

@@ -26,6 +26,7 @@ SCENARIOS = {
     "10": "s10_features.png",
     "11": "s11_agents.png",
     "12": "s12_worktrees.png",
+    "13": "s13_mentions.png",
 }
 
 

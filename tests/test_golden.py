@@ -245,6 +245,7 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.SESSION_PROMPT, text_prompt(sid, "/write notes.txt hello"))
         await sidecar.wait_for(lambda method, _: method == Method.TURN_CHANGES)
         await rec.call(Method.CHANGES, {"sessionId": sid})
+        await rec.call(Method.FILES, {"sessionId": sid, "query": "note"})
         calls = [u["toolCallId"] for u in sidecar.updates(sid, "tool_call")]
         await rec.call(Method.OUTPUT, {"sessionId": sid, "toolCallId": calls[0]})
         await rec.call(Method.MESSAGES, {"sessionId": sid, "offset": 0, "limit": 100})

@@ -18,6 +18,7 @@ from protocol.models import (
     CompactParams,
     EditParams,
     ExportParams,
+    FilesParams,
     HttpAccess,
     ImageParams,
     ImportParams,
@@ -176,6 +177,7 @@ class ExtensionHandlers:
             Route(Method.QUEUE_RUN, Params(StatusParams), self.queue_run),
             Route(Method.EDIT, Params(EditParams), self.edit),
             Route(Method.IMAGE, Params(ImageParams), self.image),
+            Route(Method.FILES, Params(FilesParams), self.files),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -489,6 +491,14 @@ class ExtensionHandlers:
         """`{mimeType, data}` (base64) of an image the session's transcript refers to."""
         found = await self.manager.image(request.session_id, request.id)
         return {"id": found.digest, "mimeType": found.mime_type, "data": found.data}
+
+    async def files(self, request: FilesParams) -> dict[str, Any]:
+        """Paths under the session's cwd for an `@` mention, best match first."""
+        found = await self.manager.files(request.session_id, request.query, request.limit)
+        return {
+            "files": [{"path": f.path, "kind": f.kind} for f in found.files],
+            "truncated": found.truncated,
+        }
 
     async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
         """What can run a session's turns: each agent, whether its program is installed

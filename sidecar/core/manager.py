@@ -30,6 +30,7 @@ from typing import Any
 from protocol.values import RewindScope, Status
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.core import rewind as rewind_steps
+from sidecar.core.file_search import FileMatches, FileSearch
 from sidecar.core.hunk_revert import HunkRevert
 from sidecar.core.library import EXPORT_PAGE, FORK_TITLE_MAX, SessionLibrary
 from sidecar.core.lifecycle import ManagerDeps, NewSession, SessionLifecycle
@@ -78,9 +79,12 @@ class SessionManager:
         self._library = SessionLibrary(deps, self._lifecycle, self._queries)
         self.store = deps.runtime.store
         self._images = deps.runtime.images
+        # What no session may see (the data and config dirs): also never mentioned.
+        self.hidden_dirs: tuple[str, ...] = deps.runtime.hide
         self.events = deps.events
         self.settings = SessionSettings(self)
         self.worktrees = SessionWorktrees(self)  # `_session/worktree/*`
+        self._files = FileSearch()  # `_session/files`: listings cached per directory
 
     @property
     def locks(self) -> KeyedLock:
@@ -131,6 +135,11 @@ class SessionManager:
         self, session_id: str, action: str, generation: int | None = None
     ) -> SessionRuntime:
         return await self._queries.live(session_id, action, generation)
+
+    async def files(self, session_id: str, query: str, limit: int) -> FileMatches:
+        """Paths under a live session's cwd matching `query` (core/file_search.py)."""
+        runtime = await self.live(session_id, "complete file names in")
+        return await self._files.search(runtime.cwd, query, limit, runtime.hidden_dirs)
 
     async def output(self, session_id: str, call_id: str, offset: int, limit: int) -> OutputPage:
         return await self._queries.output(session_id, call_id, offset, limit)
