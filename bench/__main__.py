@@ -39,6 +39,7 @@ SCENARIOS = {
     "11": "bench.s11_agents",
     "12": "bench.s12_worktrees",
     "13": "bench.s13_mentions",
+    "14": "bench.s14_queue",
 }
 TITLES = {
     "1": "Round trip over stdio",
@@ -54,6 +55,7 @@ TITLES = {
     "11": "External ACP agents: through the sidecar vs direct",
     "12": "Worktrees: a session's worktree and its branch diff vs plain git",
     "13": "@ completion over a large repository",
+    "14": "The queue: a queued turn vs a plain one",
 }
 
 

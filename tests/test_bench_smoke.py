@@ -27,6 +27,7 @@ SCENARIOS = {
     "11": "s11_agents.png",
     "12": "s12_worktrees.png",
     "13": "s13_mentions.png",
+    "14": "s14_queue.png",
 }
 
 
