@@ -178,10 +178,14 @@ class SessionManager:
         return await self._lifecycle.load(session_id, mcp_servers)
 
     async def close(self, session_id: str) -> SessionView:
-        return await self._lifecycle.close(session_id)
+        try:
+            return await self._lifecycle.close(session_id)
+        finally:
+            self.queue.closed(session_id)  # the queue stays stored; its waiters are answered
 
     async def delete(self, session_id: str, *, remove_worktree: bool = False) -> None:
         await self._lifecycle.delete(session_id, remove_worktree=remove_worktree)
+        self.queue.closed(session_id)
 
     async def shutdown(self) -> None:
         await self.queue.aclose()  # no queued message starts while sessions close
