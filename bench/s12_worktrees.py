@@ -23,8 +23,9 @@ from pathlib import Path
 
 from bench import s7_trees
 from bench.core import ScenarioResult, Settings
-from bench.s12_report import KEY, OURS, PLAIN, STATUS, TITLE, Measured, describe
+from bench.s12_report import KEY, OURS, PLAIN, SESSION, STATUS, TITLE, Measured, describe
 from bench.s12_trace import GitTrace
+from sidecar.core.worktree_changes import WorktreeChanges
 from sidecar.worktrees import manager
 from sidecar.worktrees.git import git_binary
 
@@ -88,11 +89,15 @@ async def _measure(
             _remove(repo, trees / name, branch)
     m.floor_ms = [_version_ms() for _ in range(max(5, creations))]
     wt = _changed_branch(repo, work / "change", m.changed, m)
+    session = WorktreeChanges()
+    await session.diff("bench", 1, wt)  # the session's first diff: its watch and git status
     for _ in range(diffs):
-        sides = [OURS, PLAIN, STATUS]
+        sides = [SESSION, OURS, PLAIN, STATUS]
         rng.shuffle(sides)
         for side in sides:
-            if side == OURS:
+            if side == SESSION:
+                took = await _diff_session(session, wt, m)
+            elif side == OURS:
                 took = await _diff_ours(wt, m)
             else:
                 took = _diff_plain(wt, m) if side == PLAIN else _status_ms(wt)
@@ -102,8 +107,9 @@ async def _measure(
         m.create_traced_ms, branch = await _create(OURS, repo, trees / name, name, commit)
         m.create_trace = trace.take()
         _remove(repo, trees / name, branch)
-        m.diff_traced_ms = await _diff_ours(wt, m)
+        m.diff_traced_ms = await _diff_session(session, wt, m)
         m.diff_trace = trace.take()
+    session.close()
 
 
 async def _create(side: str, repo: Path, path: Path, name: str, commit: str) -> tuple[float, str]:
@@ -139,6 +145,20 @@ def _changed_branch(repo: Path, path: Path, count: int, m: Measured) -> manager.
     _git(path, *WHO, "commit", "-q", "--no-verify", "-m", "the session's change")
     m.changed_hunks = _git(path, "diff", "main...change").count("\n@@ ")
     return manager.Worktree(repo=str(repo), path=str(path), branch="change", base="main")
+
+
+async def _diff_session(session: WorktreeChanges, wt: manager.Worktree, m: Measured) -> float:
+    """ms for a live session's diff (what `_session/worktree/diff` runs), parsed."""
+    started = time.perf_counter_ns()
+    files = await session.diff("bench", 1, wt)
+    took = (time.perf_counter_ns() - started) / 1e6
+    hunks = sum(len(f.hunks) for f in files)
+    if len(files) != m.changed or hunks != m.changed_hunks:
+        m.problems.append(
+            f"the session's diff gave {len(files)} files and {hunks} hunks; the change has "
+            f"{m.changed} files and {m.changed_hunks} hunks"
+        )
+    return took
 
 
 async def _diff_ours(wt: manager.Worktree, m: Measured) -> float:

@@ -182,14 +182,17 @@ class SessionManager:
             return await self._lifecycle.close(session_id)
         finally:
             self.queue.closed(session_id)  # the queue stays stored; its waiters are answered
+            self.worktrees.changes.forget(session_id)
 
     async def delete(self, session_id: str, *, remove_worktree: bool = False) -> None:
         await self._lifecycle.delete(session_id, remove_worktree=remove_worktree)
         self.queue.closed(session_id)
+        self.worktrees.changes.forget(session_id)
 
     async def shutdown(self) -> None:
         await self.queue.aclose()  # no queued message starts while sessions close
         await self._lifecycle.shutdown()
+        self.worktrees.changes.close()
 
     # ---- the library (library.py) -------------------------------------------------------------
 

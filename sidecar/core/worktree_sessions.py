@@ -9,6 +9,7 @@ from typing import Protocol
 from sidecar.core import worktree_orphans
 from sidecar.core.registry import KeyedLock
 from sidecar.core.runtime import SessionRuntime
+from sidecar.core.worktree_changes import WorktreeChanges
 from sidecar.core.worktree_orphans import KnownRepos
 from sidecar.core.worktree_place import tree
 from sidecar.domain.errors import InvalidInput, InvalidState, SessionBusy
@@ -42,6 +43,7 @@ class SessionWorktrees:
 
     def __init__(self, owner: WorktreeOwner) -> None:
         self._owner = owner
+        self.changes = WorktreeChanges()  # what changed in each live worktree, watched
 
     async def _info(self, session_id: str) -> tuple[SessionRecord, WorktreeInfo]:
         record = await self._owner.store.get(session_id)
@@ -60,8 +62,13 @@ class SessionWorktrees:
         self, session_id: str, cursor: int, limit: int
     ) -> tuple[list[FileDiff], int | None, WorktreeInfo]:
         _, info = await self._info(session_id)
-        files, following = await worktrees.diff(tree(info), cursor=cursor, limit=limit)
-        return files, following, info
+        if cursor < 0:
+            raise InvalidInput("cursor", "must be 0 or more")
+        runtime = self._owner.runtime(session_id)
+        generation = runtime.generation if runtime is not None else None
+        files = await self.changes.diff(session_id, generation, tree(info))
+        end = cursor + limit
+        return files[cursor:end], (end if end < len(files) else None), info
 
     async def merge(
         self, session_id: str, strategy: worktrees.Strategy, message: str | None
@@ -69,6 +76,7 @@ class SessionWorktrees:
         async with self._owner.locks.hold(session_id):
             record, info = await self._info(session_id)
             self._idle(session_id, "merge")
+            self.changes.forget(session_id)  # its HEAD and base move: looked at afresh
             await worktrees.commit_pending(tree(info), f"{record.title} ({session_id})")
             try:
                 return await worktrees.merge(tree(info), strategy, message or record.title)
