@@ -31,6 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from desktop_steer import STEER_SCENARIOS, STEER_SETUPS  # noqa: E402
+
 from desktop.app import AppOptions, DesktopApp, exit_when_threads_finish  # noqa: E402
 from protocol.methods import Method  # noqa: E402
 
@@ -2111,6 +2113,11 @@ def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         f"!{review2}.querySelector('[data-testid=hunk]').dataset.verdict", "the mark forgotten"
     )
     return seen
+
+
+# Steering a running agent: the queue, edit and resend, the plan, notifications.
+SCENARIOS.update(STEER_SCENARIOS)
+SETUPS.update(STEER_SETUPS)
 
 
 def main() -> int:

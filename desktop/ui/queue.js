@@ -16,6 +16,7 @@
     input.value = "";
     ui.setDraft(sessionId, "");
     input.focus();
+    const asked = store.queueAsked(state, sessionId);
     const answer = await ui.call("queue", sessionId, text, now);
     if (!answer) {
       if (state.selected === sessionId && !input.value) input.value = text; // given back
@@ -23,12 +24,13 @@
       return;
     }
     state.lastPrompt.set(sessionId, text);
-    if (store.queueArrived(state, sessionId, answer)) renderQueue();
+    if (store.queueArrived(state, sessionId, answer, asked)) renderQueue();
   }
 
   async function loadQueue(sessionId) {
+    const asked = store.queueAsked(state, sessionId);
     const answer = await ui.quietCall("queue_list", sessionId);
-    if (answer && store.queueArrived(state, sessionId, answer) && sessionId === state.selected) renderQueue();
+    if (answer && store.queueArrived(state, sessionId, answer, asked) && sessionId === state.selected) renderQueue();
   }
 
   function onQueueUpdate(params) {
@@ -38,8 +40,9 @@
   // An answer to a change: the queue as it is now.
   async function change(name, ...args) {
     const sessionId = state.selected;
+    const asked = store.queueAsked(state, sessionId);
     const answer = await ui.call(name, sessionId, ...args);
-    if (answer && store.queueArrived(state, sessionId, answer) && sessionId === state.selected) renderQueue();
+    if (answer && store.queueArrived(state, sessionId, answer, asked) && sessionId === state.selected) renderQueue();
     return answer;
   }
 

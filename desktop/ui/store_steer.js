@@ -17,6 +17,7 @@
   function steerState() {
     return {
       queues: new Map(), // sessionId -> {items: [{id, prompt, createdAt}], paused}
+      queuePushes: new Map(), // sessionId -> how many queue_update pushes came
       plans: new Map(), // sessionId -> [{content, status, priority}]
       planOpen: true, // the pinned plan is expanded
       unseen: new Set(), // sessions whose turn ended while nobody looked at them
@@ -27,13 +28,24 @@
 
   // ---- the queue ---------------------------------------------------------------------
 
-  // A queue as the sidecar said it (a push, or an answer to list, add, edit, remove, move,
-  // run): the whole queue, so the latest word replaces what was known. Whether it is one.
-  function queueArrived(state, sessionId, answer) {
+  // A queue as the sidecar said it: the whole queue, so the latest word replaces what was
+  // known. A push (`asked` null: `_session/queue_update`, sent on every change, in order)
+  // always is the latest word; an answer (to list, add, edit, remove, move, run) is one
+  // only if no push came since it was asked for (`queueAsked`): a push may overtake it.
+  // Whether it is the queue now.
+  function queueArrived(state, sessionId, answer, asked = null) {
     if (!sessionId || !answer || !Array.isArray(answer.queue)) return false;
+    const pushes = state.queuePushes.get(sessionId) || 0;
+    if (asked === null) state.queuePushes.set(sessionId, pushes + 1);
+    else if (asked !== pushes) return false;
     state.queues.set(sessionId, { items: answer.queue, paused: Boolean(answer.paused) });
     if (state.queueEditing && !answer.queue.some((i) => i.id === state.queueEditing)) state.queueEditing = null;
     return true;
+  }
+
+  // The token to ask for a session's queue (or change it) with (see queueArrived).
+  function queueAsked(state, sessionId) {
+    return state.queuePushes.get(sessionId) || 0;
   }
 
   function queueOf(state, sessionId) {
@@ -133,7 +145,7 @@
   }
 
   return {
-    steerState, queueArrived, queueOf, queueText, shouldQueue, movedIndex, planArrived,
+    steerState, queueArrived, queueAsked, queueOf, queueText, shouldQueue, movedIndex, planArrived,
     planFromEntries, planView, turnEnded, looked, focusChanged, waitingFor, waitingCount,
   };
 });

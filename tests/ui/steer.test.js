@@ -117,3 +117,14 @@ test("a session awaiting approval waits for the user; an archived one is not cou
   assert.equal(store.waitingFor(state, state.sessions.get("a")), "approval");
   assert.equal(store.waitingCount(state), 1);
 });
+
+test("an answer overtaken by a push does not undo it", () => {
+  const state = withSessions(summary("a"));
+  const asked = store.queueAsked(state, "a");
+  store.queueArrived(state, "a", { queue: [], paused: false }); // the push: the item ran
+  assert.equal(store.queueArrived(state, "a", { queue: [item("q1", "late")], paused: false }, asked), false);
+  assert.deepEqual(store.queueOf(state, "a").items, []);
+  const again = store.queueAsked(state, "a");
+  assert.equal(store.queueArrived(state, "a", { queue: [item("q2", "now")], paused: true }, again), true, "no push since: the answer is the latest word");
+  assert.equal(store.queueOf(state, "a").paused, true);
+});
