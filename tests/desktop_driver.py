@@ -1240,16 +1240,18 @@ def message_actions(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         "draft": page.js(f"{page.el('prompt-input')}.value"),
         "forked_from": page.host(Method.STATUS, {"sessionId": fork})["forkedFrom"],
     }
-    # Edit and resend in the original: the conversation goes back before turn 2.
+    # Edit and resend in the original, in place: the conversation goes back before turn 2.
     page.select(sid)
     page.wait_text("transcript", "Echo: second words")
     action(2, "msg-edit")
-    page.wait(f"!!{page.el('note-rewind')}", "the rewind marker")
-    page.wait(f"{page.el('prompt-input')}.value !== ''", "the message to edit")
-    seen["edit_draft"] = page.js(f"{page.el('prompt-input')}.value")
+    editor = f"{page.turn_el('user-turn', 2)}.querySelector('[data-testid=edit-input]')"
+    page.wait(f"!!{editor}", "the message to edit, in place")
+    seen["edit_draft"] = page.js(f"{editor}.value")
     seen["edit_focus"] = page.focused()
-    page.send("second words, edited")
+    page.js(f"{editor}.value = 'second words, edited'")
+    page.js(f"{page.turn_el('user-turn', 2)}.querySelector('[data-testid=edit-save]').click()")
     page.wait_text("transcript", "Echo: second words, edited")
+    page.wait(f"!!{page.el('note-rewind')}", "the rewind marker")
     page.wait_item(sid, "idle")
     return seen
 

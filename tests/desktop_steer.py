@@ -96,15 +96,19 @@ def queue_steer(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.send("/sleep 30 again")
     page.wait_item(sid, "running")
     _type(page, "after stop")
-    _queued(page, 1)
+    _type(page, "and then")
+    _queued(page, 2)
     page.click("stop")
     page.wait_item(sid, "idle")
     page.wait(f"!{page.el('queue-paused')}.hidden", "the queue paused")
     page.rebuild(f"{page.el('rebuild-ui')}.click()")
     page.select(sid)
     page.wait(f"!{page.el('queue-paused')}.hidden", "the paused queue after the rebuild")
+    page.js(f"{_item(1, 'queue-up')}.click()")  # "and then" first
+    page.wait(f"{QUEUED}[0] === 'and then'", "the move")
     seen["paused"] = {
-        "queued": _queued(page, 1),
+        "queued": _queued(page, 2),
+        "up_disabled": page.js(f"{_item(0, 'queue-up')}.disabled"),
         "resume": page.visible("queue-resume"),
         "ran": "Echo: after stop" in page.text("transcript"),
         "sidecar": page.host(Method.QUEUE_LIST, {"sessionId": sid})["paused"],
@@ -113,6 +117,8 @@ def queue_steer(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.wait_text("transcript", "Echo: after stop")
     page.wait(f"{page.el('queue')}.hidden", "the queue run")
     page.wait_item(sid, "idle")
+    page.wait(f"{USERS}.slice(-2).join() === 'and then,after stop'", "the resumed queue stored")
+    seen["resumed"] = page.js(USERS)[-3:]
     # Stop and clear queue: the waiting messages go.
     page.send("/sleep 30 cleared")
     page.wait_item(sid, "running")
@@ -212,6 +218,12 @@ def edit_plan(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.select(sid)
     page.wait(f"!{page.el('plan')}.hidden", "the plan after the rebuild")
     seen["plan_after_rebuild"] = _plan(page)
+    # As after an app restart: the host has seen no plan; the transcript's last call is it.
+    page.app.plans.clear()
+    page.rebuild(f"{page.el('rebuild-ui')}.click()")
+    page.select(sid)
+    page.wait(f"!{page.el('plan')}.hidden", "the plan from the transcript")
+    seen["plan_from_transcript"] = _plan(page)
     return seen
 
 

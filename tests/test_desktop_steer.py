@@ -37,11 +37,13 @@ def test_messages_queued_while_a_turn_runs_are_edited_removed_and_run_in_order(
     assert r["send_now"] == {"slept": False, "users": ["/sleep 30 long", "urgent"]}
     # Stop: the queue kept and paused (after Rebuild UI too), not run until Resume.
     assert r["paused"] == {
-        "queued": ["after stop"],
+        "queued": ["and then", "after stop"],  # moved up while paused
+        "up_disabled": True,
         "resume": True,
         "ran": False,
         "sidecar": True,
     }
+    assert r["resumed"] == ["/sleep 30 again", "and then", "after stop"]
     assert r["cleared"]["sidecar"]["queue"] == [] and r["cleared"]["ran"] is False
 
 
@@ -67,6 +69,7 @@ def test_edit_and_resend_in_place_and_the_pinned_plan(tmp_path: Path) -> None:
     assert r["collapsed"] == {"list_hidden": True, "expanded": "false"}
     assert r["other_plan_hidden"] is True
     assert r["plan_after_rebuild"] == plan
+    assert r["plan_from_transcript"] == plan
 
 
 @window_only

@@ -575,7 +575,7 @@ def test_retry_edit_and_resend_and_fork_on_a_user_message(tmp_path: Path) -> Non
     assert r["after_retry"] == ["first words", "second words", "first words"]
     assert r["fork"]["users"] == ["first words"] and r["fork"]["draft"] == "second words"
     assert r["fork"]["forked_from"]
-    assert r["edit_draft"] == "second words" and r["edit_focus"] == "prompt-input"
+    assert r["edit_draft"] == "second words" and r["edit_focus"] == "edit-input"
 
 
 @window_only
