@@ -4,12 +4,13 @@ Runs on the host's asyncio loop. The bus is reached lazily, at the first notific
 so an app that never notifies never touches D-Bus. A missing session bus or a missing
 notification server is not an error the user is shown: the app goes on, and the log
 says so once (later failures go to the debug log). A click on a notification (the
-server's `ActionInvoked` signal with the "default" action, from the server that owns
-the name) hands the key the notification was sent with to the click listener.
+server's `ActionInvoked` signal with the "default" action, from the server that
+answered our Notify) hands the key the notification was sent with to the click listener.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ PATH = "/org/freedesktop/Notifications"
 APP_NAME = "ACP Session Host"
 MAX_BODY = 300  # characters of the body (a server may show less)
 MAX_KEPT = 200  # notifications remembered for their clicks
+TIMEOUT = 5.0  # a bus or a server that does not answer is as good as none
 
 ClickListener = Callable[[str], None]
 
@@ -32,6 +34,7 @@ class Notifier:
         self._on_click = on_click
         self._bus: Any = None  # dbus_fast.aio.MessageBus once connected
         self._keys: dict[int, str] = {}  # the server's notification id -> our key
+        self._server: str | None = None  # the unique bus name of the server that answered
         self._complained = False
 
     def _trouble(self, what: str, exc: BaseException | str) -> None:
@@ -51,21 +54,29 @@ class Notifier:
             self._trouble("dbus-fast is not installed", exc)
             return None
         try:
-            bus = await MessageBus(bus_type=BusType.SESSION).connect()
+            bus = await asyncio.wait_for(MessageBus(bus_type=BusType.SESSION).connect(), TIMEOUT)
         except Exception as exc:  # noqa: BLE001 (no address, nothing listening, auth refused)
             self._trouble("no D-Bus session bus", exc)
             return None
         rule = f"type='signal',interface='{NAME}',member='ActionInvoked',path='{PATH}'"
-        reply = await bus.call(
-            Message(
-                destination="org.freedesktop.DBus",
-                path="/org/freedesktop/DBus",
-                interface="org.freedesktop.DBus",
-                member="AddMatch",
-                signature="s",
-                body=[rule],
+        try:
+            reply = await asyncio.wait_for(
+                bus.call(
+                    Message(
+                        destination="org.freedesktop.DBus",
+                        path="/org/freedesktop/DBus",
+                        interface="org.freedesktop.DBus",
+                        member="AddMatch",
+                        signature="s",
+                        body=[rule],
+                    )
+                ),
+                TIMEOUT,
             )
-        )
+        except TimeoutError as exc:
+            self._trouble("the session bus did not answer", exc)
+            bus.disconnect()
+            return None
         if reply is None or reply.message_type == MessageType.ERROR:
             log.debug("AddMatch for ActionInvoked refused: clicks will do nothing")
         bus.add_message_handler(self._on_message)
@@ -80,6 +91,7 @@ class Notifier:
             or message.interface != NAME
             or message.member != "ActionInvoked"
             or message.signature != "us"
+            or message.sender != self._server
         ):
             return
         notification_id, action = message.body
@@ -119,7 +131,10 @@ class Notifier:
             ],
         )
         try:
-            reply = await bus.call(message)
+            reply = await asyncio.wait_for(bus.call(message), TIMEOUT)
+        except TimeoutError as exc:
+            self._trouble("the notification server did not answer", exc)
+            return False
         except Exception as exc:  # noqa: BLE001 (a bus that went away)
             self._trouble("the session bus went away", exc)
             self._bus = None
@@ -129,6 +144,7 @@ class Notifier:
             self._trouble(f"no notification server ({reply.error_name if reply else ''})", detail)
             return False
         (notification_id,) = reply.body
+        self._server = reply.sender
         self._keys[int(notification_id)] = key
         while len(self._keys) > MAX_KEPT:
             self._keys.pop(next(iter(self._keys)))

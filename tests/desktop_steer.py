@@ -184,6 +184,7 @@ def edit_plan(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.wait_text("transcript", "Echo: first words, edited")
     page.wait_item(sid, "idle")
     page.wait(f"!!{page.el('note-rewind')}", "the rewind marker")
+    seen["edit_notice"] = [page.text("notice-banner"), page.text("notice-action")]
     order = (
         "[...document.querySelectorAll('.stored .msg.user, .stored [data-testid=note-rewind]')]"
         ".map(m => m.dataset.testid === 'note-rewind' ? 'REWIND' : m.innerText)"

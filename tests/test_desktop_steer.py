@@ -5,12 +5,17 @@ a notification server that records what it receives (tests/notification_server.p
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
+from dbus_fast import Message
+from dbus_fast.aio import MessageBus
+from desktop_steer import session_bus
 from test_desktop_window import run_driver, window_only
 
 from desktop.attention import Attention
@@ -58,6 +63,7 @@ def test_edit_and_resend_in_place_and_the_pinned_plan(tmp_path: Path) -> None:
     # The earlier branch stays, the rewind's marker shows where the new one starts.
     assert r["after_edit"] == ["first words", "second words", "REWIND", "first words, edited"]
     assert r["messages"] == ["first words", "second words", "first words, edited"]
+    assert "files went back" in r["edit_notice"][0] and r["edit_notice"][1] == "Undo code rewind"
     plan = r["plan"]
     assert plan["rows"] == [
         ["completed", "✓", "Read the code"],
@@ -143,3 +149,39 @@ def test_attention_says_what_happened_when_it_changes() -> None:
     failed = watch.observe({**base, "status": "error", "lastError": "provider down"})
     assert failed is not None and failed.body == "The turn failed: provider down"
     assert watch.observe({"title": "no id"}) is None
+
+
+@needs_dbus
+async def test_a_click_counts_only_from_the_server_that_showed_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real bus and the test's server: its ActionInvoked "default" is a click; the same
+    signal from another connection, or another action, is not."""
+    args = argparse.Namespace(data_dir=str(tmp_path / "data"))
+    clicked: list[str] = []
+    with session_bus(args, server=True):
+        monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", os.environ["DBUS_SESSION_BUS_ADDRESS"])
+        notifier = Notifier(clicked.append)
+        assert await notifier.send("Fixing", "The turn ended.", "sess_1") is True
+        assert await notifier.send("Other", "The turn failed.", "sess_2") is True
+        first, second = [json.loads(line) for line in args.notifications.read_text().splitlines()]
+        assert (first["summary"], first["body"]) == ("Fixing", "The turn ended.")
+        impostor = await MessageBus().connect()
+        forged = Message.new_signal(
+            "/org/freedesktop/Notifications",
+            "org.freedesktop.Notifications",
+            "ActionInvoked",
+            "us",
+            [first["id"], "default"],
+        )
+        await impostor.send(forged)  # sent before the server is even told to click
+        server = args.notification_server
+        server.stdin.write(f"click {first['id']} dismiss\nclick {second['id']}\n")
+        server.stdin.flush()
+        for _ in range(100):
+            if "sess_2" in clicked:
+                break
+            await asyncio.sleep(0.05)
+        impostor.disconnect()
+        notifier.close()
+    assert clicked == ["sess_2"]

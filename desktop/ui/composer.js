@@ -105,6 +105,14 @@
       return;
     }
     state.lastPrompt.set(sessionId, text.trim());
+    if (scope === "both") {
+      ui.showNotice(`Turn ${m.turn} edited and sent again; the files went back to before it.`, {
+        label: "Undo code rewind",
+        run: async () => {
+          if (await ui.call("rewind", sessionId, null, "code", false, false)) ui.showNotice("The code rewind was undone.");
+        },
+      });
+    }
     const bubble = form.previousElementSibling;
     if (bubble) bubble.hidden = false; // the earlier message stays, behind the marker
     form.remove();
