@@ -140,8 +140,15 @@ class DesktopApp:
         # first page does): given to the next page that attaches, once.
         self._auto_resumed: dict[str, Any] | None = None
         # What a page would lose on Rebuild UI: per-session drafts, the selected session,
-        # scroll positions, the focused control (set by the page through the bridge).
-        self.memory: dict[str, Any] = {"drafts": {}, "selected": None, "scroll": {}, "focus": None}
+        # scroll positions, the focused control, the unseen sessions (set by the page
+        # through the bridge).
+        self.memory: dict[str, Any] = {
+            "drafts": {},
+            "selected": None,
+            "scroll": {},
+            "focus": None,
+            "unseen": [],  # sessions with a turn the user has not seen (the waiting count)
+        }
         # Notifications: sent while no page of ours has the focus (the page says when it
         # gains and loses it), unless the preference is off; a click selects the session.
         self.focused = True

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 MAX_TEXT: Final = 1_000_000
 MAX_QUEUE_INDEX: Final = 10_000
 EDIT_SCOPES: Final = ("conversation", "both")
+MAX_UNSEEN: Final = 100_000
 
 
 class SteerInput(ValueError):
@@ -163,9 +164,18 @@ class SteerCalls:
         except ValueError as exc:
             return _bad(str(exc))
 
-    def set_waiting(self, count: int) -> Any:
-        """How many sessions wait for the user: shown in the window's title."""
+    def set_waiting(self, count: int, unseen: list[str] | None = None) -> Any:
+        """How many sessions wait for the user (shown in the window's title), and which
+        have a turn the user has not seen (kept for a rebuilt page)."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             return _bad("count must be a non-negative integer")
+        if unseen is not None and (
+            not isinstance(unseen, list)
+            or len(unseen) > MAX_UNSEEN
+            or not all(isinstance(i, str) for i in unseen)
+        ):
+            return _bad(f"unseen must be a list of session ids (at most {MAX_UNSEEN})")
         self._app.windows.set_title(count)
+        if unseen is not None:
+            self._app.memory["unseen"] = list(unseen)
         return {"ok": True}

@@ -106,6 +106,7 @@ def queue_steer(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.wait(f"!{page.el('queue-paused')}.hidden", "the paused queue after the rebuild")
     page.js(f"{_item(1, 'queue-up')}.click()")  # "and then" first
     page.wait(f"{QUEUED}[0] === 'and then'", "the move")
+    seen["shot"] = page.screenshot(Path(args.artifacts) / "desktop-queue.png")
     seen["paused"] = {
         "queued": _queued(page, 2),
         "up_disabled": page.js(f"{_item(0, 'queue-up')}.disabled"),
@@ -204,6 +205,7 @@ def edit_plan(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.wait(f"!{page.el('plan')}.hidden", "the pinned plan")
     page.wait_item(sid, "idle")
     seen["plan"] = _plan(page)
+    seen["shot"] = page.screenshot(Path(args.artifacts) / "desktop-plan.png")
     page.click("plan-toggle")
     seen["collapsed"] = {
         "list_hidden": page.js(f"{page.el('plan-list')}.hidden"),
@@ -325,6 +327,13 @@ def notifications(page: Any, args: argparse.Namespace) -> dict[str, Any]:
         "window_title": page.app.windows.current.title,
         "unseen_dot": bool(page.js(f"!!{page.el('session-unseen', sid)}")),
     }
+    # The unseen session is still counted in a rebuilt page.
+    page.select(other)
+    page.rebuild(f"{page.el('rebuild-ui')}.click()")
+    page.wait(f"!!{page.el('session-unseen', sid)}", "the unseen mark after the rebuild")
+    seen["after_rebuild"] = page.text("waiting-count")
+    page.select(sid)
+    _blur(page)
     page.send("$ echo needs-approval")
     page.wait(f"!!{page.el('approval-card')}", "the approval card")
     seen["approval"] = _wait_notified(args, 2)[1]

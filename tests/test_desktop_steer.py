@@ -93,6 +93,7 @@ def test_notifications_when_unfocused_a_click_selects_and_the_preference_stops_t
         "window_title": "(1) ACP Session Host",
         "unseen_dot": True,
     }
+    assert r["after_rebuild"] == "1 waiting"
     assert r["approval"]["summary"] == "Notify me"
     assert r["approval"]["body"].startswith("Waiting for your approval: ")
     assert "echo needs-approval" in r["approval"]["body"]

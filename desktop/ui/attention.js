@@ -2,13 +2,13 @@
 // looking at that session (another one selected, or the window not focused). Their count
 // is in the sidebar's head and the window's title; an unseen session has a dot. The page
 // tells the host when the window gains or loses the focus (system notifications are for
-// when it has not), and the 🔔 button turns the notifications off and on (kept). A click
+// when it has not), and the Notify button turns the notifications off and on (kept). A click
 // on a notification makes the host push `select_session`.
 "use strict";
 
 (window.AcpUi = window.AcpUi || {}).attention = (ui) => {
   const { byId, state, store } = ui;
-  let told = -1; // the count the host last put in the title
+  let told = ""; // what the host was last told (the count and the unseen sessions)
 
   function renderAttention() {
     const n = store.waitingCount(state);
@@ -17,9 +17,11 @@
     badge.textContent = `${n} waiting`;
     badge.title = `${n} session${n === 1 ? "" : "s"} waiting for you (approval, or a reply you have not seen)`;
     document.title = n ? `(${n}) ACP Session Host` : "ACP Session Host";
-    if (n !== told) {
-      told = n;
-      ui.quietCall("set_waiting", n);
+    const unseen = [...state.unseen];
+    const now = `${n} ${unseen.join(" ")}`;
+    if (now !== told) {
+      told = now;
+      ui.quietCall("set_waiting", n, unseen);
     }
   }
 
@@ -38,7 +40,7 @@
   function renderNotifications(on) {
     state.notifications = on !== false;
     const button = byId("notifications-toggle");
-    button.textContent = state.notifications ? "🔔 On" : "🔕 Off";
+    button.textContent = state.notifications ? "Notify: on" : "Notify: off";
     button.setAttribute("aria-pressed", String(state.notifications));
     button.setAttribute("aria-label", `System notifications: ${state.notifications ? "on" : "off"}`);
   }

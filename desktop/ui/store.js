@@ -286,6 +286,7 @@
     state.scroll = { ...((memory && memory.scroll) || {}) };
     state.selected = (memory && memory.selected) || null; // dropped by listArrived if it is gone
     state.recent = (settings && settings.recentFolders) || [];
+    state.unseen = new Set((memory && memory.unseen) || []);
   }
 
   function addRecent(state, cwd) {

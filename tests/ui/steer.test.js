@@ -128,3 +128,11 @@ test("an answer overtaken by a push does not undo it", () => {
   assert.equal(store.queueArrived(state, "a", { queue: [item("q2", "now")], paused: true }, again), true, "no push since: the answer is the latest word");
   assert.equal(store.queueOf(state, "a").paused, true);
 });
+
+test("the unseen sessions come back to a rebuilt page", () => {
+  const state = store.createState();
+  store.restore(state, { drafts: {}, scroll: {}, selected: null, unseen: ["a"] }, {});
+  store.listArrived(state, [summary("a"), summary("b")], store.listAsked(state), NOW);
+  assert.equal(store.waitingCount(state), 1);
+  assert.equal(store.waitingFor(state, state.sessions.get("a")), "unseen");
+});
