@@ -1,7 +1,8 @@
 // The composer: sending a prompt (shown at once, given back if refused; queued while a
-// turn runs, see queue.js), Retry, edit and resend in place (`_session/edit`), fork; drafts per session (kept on the Python side too, so a rebuilt page starts
-// with them); the "Working… 12 s" line; and what a rebuilt page comes back to
-// (selection, each transcript's scroll, the focus).
+// turn runs, see queue.js), Retry, edit and resend in place (`_session/edit`), fork;
+// drafts per session (kept on the Python side too, so a rebuilt page starts with them);
+// the "Working… 12 s" line; and what a rebuilt page comes back to (selection, each
+// transcript's scroll, the focus).
 "use strict";
 
 (window.AcpUi = window.AcpUi || {}).composer = (ui) => {
