@@ -37,6 +37,9 @@ SCENARIOS = {
     "9": "bench.s9_search",
     "10": "bench.s10_features",
     "11": "bench.s11_agents",
+    "12": "bench.s12_worktrees",
+    "13": "bench.s13_mentions",
+    "14": "bench.s14_queue",
 }
 TITLES = {
     "1": "Round trip over stdio",
@@ -50,6 +53,9 @@ TITLES = {
     "9": "Full-text search in session/list",
     "10": "New features: approvals, sandbox, MCP",
     "11": "External ACP agents: through the sidecar vs direct",
+    "12": "Worktrees: a session's worktree and its branch diff vs plain git",
+    "13": "@ completion over a large repository",
+    "14": "The queue: a queued turn vs a plain one",
 }
 
 

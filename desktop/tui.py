@@ -7,7 +7,8 @@ reader lock can stall exit. Turns run as tasks, so `/cancel` works mid-turn. Vie
 asked of the sidecar, never cached here. Sessions are in `desktop.tui_sessions`, approvals,
 rules and MCP servers in `desktop.tui_consent`, command output in `desktop.tui_output`,
 file changes, diffs and rewinding in `desktop.tui_changes`, the agent's plan in
-`desktop.tui_plan`.
+`desktop.tui_plan`, worktrees and the per-hunk review in `desktop.tui_review`, `@`
+mentions (sent as `resource_link` blocks beside the text) in `desktop.tui_mentions`.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from desktop.client import RpcError
 from desktop.host import SidecarHost
 from desktop.tui_changes import ChangesCommands, UsageError
 from desktop.tui_consent import ConsentCommands, permission_key
+from desktop.tui_mentions import COMPLETIONS, mention_blocks
 from desktop.tui_output import OutputView
 from desktop.tui_plan import PlanView, plan_lines
+from desktop.tui_review import ReviewCommands
 from desktop.tui_sessions import SessionCommands
 from protocol.methods import Method
 
@@ -41,6 +44,8 @@ HELP = """/sessions              numbered: title, status, last activity, a previ
                        --worktree (or --branch B, --base B): in a new git worktree
 /merge [merge|squash|rebase]   the current session's worktree into its base branch
 /discard [N]           remove a closed session's worktree and branch (transcript kept)
+/worktree [diff [PAGE]]  the current session's worktree: repo, path, branch, base,
+                       ahead/behind, dirty; diff: the branch against its base, hunks numbered
 /agents                the agents a session can run: builtin, presets, configured ones;
                        each available, or not installed with its install command
 /switch N|ID           make it current (N from /sessions; an id prefix will do)
@@ -51,10 +56,16 @@ HELP = """/sessions              numbered: title, status, last activity, a previ
 /rules [rm N]          the current session's permission rules; remove rule N
 /mcp [reconnect NAME]  the current session's MCP servers and their tools; reconnect one
 /changes [TURN]        what a turn (default: the last) changed: files with +/- and the diff
+/review [TURN]         a turn's changes (default: the last), hunk by hunk, numbered 1, 2, ...
+/review reject N [N...] [--force] | reject FILE   revert those hunks (or the whole file) of
+                       that turn on disk (/rewind undo takes it back); --force: lines changed
+                       since; /review accept N [N...]: mark them kept (✓, here only)
 /rewind TURN [code|conversation|both] [--yes] [--force]   back to before TURN (default
                        both): shows what would change, then asks y/n (--yes: do not ask);
                        files changed outside the session since are left alone unless --force
 /rewind undo           take back the last code rewind;  /rewind alone lists the turns
+@PATH (or @"A PATH")   in a prompt: mention a file of the session's directory (completed as
+                       you type on a terminal); the model gets its text beside yours
 y a n N                answer a waiting approval: y once, a always, n reject, N always reject
 quit                   close live sessions (records kept) and leave; Ctrl-D too
 anything else is a prompt to the current session; an unknown /word is answered here, never
@@ -86,7 +97,7 @@ def read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str]) -> No
             put(line.decode("utf-8", "replace").rstrip("\r"))
 
 
-class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
+class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewCommands):
     def __init__(self, sidecar_args: list[str]) -> None:
         self.host = SidecarHost(sidecar_args)
         self.current: str | None = None
@@ -108,6 +119,8 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
         self.shown_state: dict[str, tuple[Any, Any, Any]] = {}
         self.tool_kinds: dict[str, str] = {}  # toolCallId -> ACP kind (execute, edit, read, ...)
         self.diff_shown: set[str] = set()
+        self.review_marks: dict[tuple[str, int], dict[str, str]] = {}
+        self.reverts: dict[str, list[list[str]]] = {}
         self.plans = PlanView()  # the agent's plan, printed when it changes
         self.colour = os.isatty(1) and os.environ.get("TERM", "dumb") != "dumb"
         self.states: dict[str, dict[str, Any]] = {}  # sessionId -> its last summary seen
@@ -118,6 +131,7 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
         self.last_command: dict[str, str] = {}
         self.sized: dict[str, tuple[int, int]] = {}
         self.agent_filter = SgrFilter()  # agent text is untrusted too
+        self.offered: dict[str, set[str]] = {}  # sessionId -> paths completion offered
 
     # ---- output: async events may arrive at any time, so keep lines from running together ----
 
@@ -297,10 +311,38 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
         task = asyncio.create_task(self.turn(self.current, text))
         self.turns[task] = self.current
 
+    async def complete_files(self, query: str) -> list[dict[str, Any]]:
+        """The current session's paths for `@query` (`_session/files`); none when there is no
+        live current session or the sidecar cannot say (completion never prints errors)."""
+        sid = self.current
+        if sid is None:
+            return []
+        try:
+            found = await self.host.request(
+                Method.FILES, {"sessionId": sid, "query": query, "limit": COMPLETIONS}, timeout=5
+            )
+        except (RpcError, ConnectionError, TimeoutError):
+            return []
+        files = [f for f in found.get("files") or [] if isinstance(f, dict)]
+        self.offered.setdefault(sid, set()).update(str(f.get("path")) for f in files)
+        return files
+
+    async def prompt_blocks(self, sid: str, text: str) -> list[dict[str, Any]]:
+        """The line as ACP content: its text, and a `resource_link` per `@` mention."""
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        if "@" not in text:
+            return blocks
+        cwd = (self.states.get(sid) or {}).get("cwd")
+        if not cwd:
+            cwd = (await self.host.request(Method.STATUS, {"sessionId": sid})).get("cwd")
+        if cwd:
+            blocks += mention_blocks(text, str(cwd), self.offered.get(sid, ()))
+        return blocks
+
     async def turn(self, sid: str, text: str) -> None:
         """One prompt; its stream is printed by on_notification, its end here."""
-        params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         try:
+            params = {"sessionId": sid, "prompt": await self.prompt_blocks(sid, text)}
             if sid == self.current:
                 await self.size_session()  # its PTY commands get this terminal's size
             result = await self.host.request(Method.SESSION_PROMPT, params)
@@ -382,12 +424,19 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands):
         """The line editor on a terminal (its task), plain reads by a thread otherwise."""
         if self.editing:
             try:
-                from desktop.tui_editor import Editor, TuiCompleter, data_dir
+                from prompt_toolkit.completion import merge_completers
+
+                from desktop.tui_editor import Editor, MentionCompleter, TuiCompleter, data_dir
             except ImportError:  # no prompt_toolkit (the desktop extra): plain lines
                 self.editing = False
         if self.editing:
             history = data_dir(self.sidecar_args) / "tui-history"
-            completer = TuiCompleter(self.command_names, lambda: self.known)
+            completer = merge_completers(
+                [
+                    TuiCompleter(self.command_names, lambda: self.known),
+                    MentionCompleter(self.complete_files),
+                ]
+            )
             self.editor = Editor(history, self.prompt_text, completer, self.on_winch)
             task = asyncio.create_task(
                 self.editor.run(

@@ -70,6 +70,7 @@ class ChangesCommands:
     current: str | None
     colour: bool
     say: Callable[[str], None]
+    on_code_rewound: Callable[[str, bool], None]  # files put back (undo?): marks to drop
 
     pending_rewind: dict[str, Any] | None = None  # a dry-run rewind waiting for y/n
     diff_shown: set[str]  # tool calls whose diff was printed (at their approval)
@@ -199,9 +200,10 @@ class ChangesCommands:
 
     async def _rewind(self, request: dict[str, Any]) -> None:
         request = dict(request)
+        sid = request.pop("sessionId")
         done = await sessions.rewind(
             self.host,
-            request.pop("sessionId"),
+            sid,
             request["turn"],
             request["scope"],
             force=request["force"],
@@ -212,6 +214,8 @@ class ChangesCommands:
         for line in ["rewound:", *_rewind_plan(done, request["force"])]:
             self.say(line)
         code = done.get("code")
+        if code is not None:
+            self.on_code_rewound(sid, request["turn"] is None)
         if code is not None and code.get("rewind") is not None:
             self.say("(/rewind undo takes the files back)")
 

@@ -1,5 +1,7 @@
 """The terminal client's line editor (prompt_toolkit) when stdin is a terminal: history
-kept in the data dir, completion of /commands and of session numbers and ids, and the
+kept in the data dir, completion of /commands, of session numbers and ids and, as they
+are typed, of `@` mentions (paths from the sidecar, asked asynchronously on the client's
+own loop, so typing never waits for it), and the
 prompt kept at the bottom while output is printed above it (`patch_stdout`). On a pipe
 the client reads plain lines instead (`desktop.tui.read_stdin`)."""
 
@@ -7,16 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
+from desktop.tui_mentions import quoted, typing_mention
+
+FileLister = Callable[[str], Awaitable[list[dict[str, Any]]]]
 HISTORY_FILE: Final = "tui-history"
 SESSION_COMMANDS: Final = ("/switch", "/resume", "/close", "/forget", "/cancel")
 # Commands that take no argument: completed as they are; any other gets a space after it,
@@ -69,6 +75,30 @@ class TuiCompleter(Completer):
                 yield Completion(sid, -len(rest), display=f"{sid[:13]} {title[:30]}")
 
 
+class MentionCompleter(Completer):
+    """`@par` -> the session's paths matching `par` (`list_files(query)`: `_session/files`)."""
+
+    def __init__(self, list_files: FileLister) -> None:
+        self.list_files = list_files
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+        return iter(())  # only asynchronously: the answer comes from the sidecar
+
+    async def get_completions_async(
+        self, document: Document, event: CompleteEvent
+    ) -> AsyncGenerator[Completion, None]:
+        typing = typing_mention(document.text_before_cursor)
+        if typing is None:
+            return
+        partial, replaced = typing
+        for entry in await self.list_files(partial):
+            path, kind = str(entry.get("path") or ""), entry.get("kind")
+            if not path:
+                continue
+            shown = path + ("/" if kind == "dir" else "")
+            yield Completion(quoted(path), start_position=-replaced, display=shown)
+
+
 class Editor:
     """Reads lines with prompt_toolkit into `put`; EOF (Ctrl-D) and Ctrl-C are told."""
 
@@ -80,10 +110,16 @@ class Editor:
         on_resize: Callable[[], None],
     ) -> None:
         history.parent.mkdir(parents=True, exist_ok=True)
+        # Completion pops up by itself only while an `@mention` is typed; Tab otherwise.
+        mentioning = Condition(
+            lambda: (
+                typing_mention(self.session.default_buffer.document.text_before_cursor) is not None
+            )
+        )
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(history)),
             completer=completer,
-            complete_while_typing=False,
+            complete_while_typing=mentioning,
             enable_history_search=False,
         )
         self.prompt = prompt

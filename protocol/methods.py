@@ -67,6 +67,8 @@ class Method:
     QUEUE_MOVE: Final = "_session/queue/move"
     QUEUE_RUN: Final = "_session/queue/run"
     EDIT: Final = "_session/edit"
+    IMAGE: Final = "_session/image"
+    FILES: Final = "_session/files"
     # extension notifications (agent -> client)
     STATE: Final = "_session/state"
     TURN_CHANGES: Final = "_session/turn_changes"
@@ -118,4 +120,6 @@ EXTENSION_METHODS: Final[tuple[str, ...]] = (
     Method.QUEUE_MOVE,
     Method.QUEUE_RUN,
     Method.EDIT,
+    Method.IMAGE,
+    Method.FILES,
 )

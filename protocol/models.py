@@ -261,6 +261,13 @@ PromptBlocks = Annotated[list[dict[str, Any]], Field(min_length=1, max_length=10
 QueueItemId = Annotated[str, Field(pattern=r"^q_[0-9a-f]{16}$")]
 
 
+class ImageParams(StrictParams):
+    """`_session/image`: the bytes of an image a user message of the session refers to."""
+
+    session_id: SessionId
+    id: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
 class QueueParams(StrictParams):
     """`_session/queue`: a message for the session's next free turn."""
 
@@ -293,6 +300,21 @@ class EditParams(StrictParams):
     turn: JsonInt = Field(ge=1)
     text: Annotated[str, Field(min_length=1, max_length=1_000_000)]
     scope: Literal["conversation", "both"] = "conversation"
+
+
+def _path_query(value: Any) -> Any:
+    if isinstance(value, str) and ("\x00" in value or "\n" in value or "\r" in value):
+        raise ValueError("must not contain NUL or line breaks")
+    return value
+
+
+class FilesParams(StrictParams):
+    """`_session/files`: paths under the session's cwd that match `query` fuzzily (an
+    empty query: the top level first), at most `limit` of them."""
+
+    session_id: SessionId
+    query: Annotated[str, Field(max_length=1024), BeforeValidator(_path_query)] = ""
+    limit: JsonInt = Field(default=50, ge=1, le=500)
 
 
 class AgentsParams(StrictParams):
@@ -556,10 +578,21 @@ class _Entry(WireModel):
     created_at: str
 
 
+class ImageInfo(WireModel):
+    """An image sent with a user message (its bytes: `_session/image`)."""
+
+    id: str  # sha256 of its bytes
+    mime_type: str
+    bytes: int
+    width: int
+    height: int
+
+
 class UserEntry(_Entry):
     type: Literal["user"]
     turn: int | None  # numbered from 1 in the order of the session's user messages
     text: str
+    images: list[ImageInfo] = []
 
 
 class ToolCallRef(WireModel):

@@ -148,7 +148,10 @@ async def run(config: Config) -> int:
     if provider is not None:
         log.warning("the %s provider cannot work: %s", config.provider, provider)
     server.register(
-        Method.INITIALIZE, initialize_handler(lambda: store_problem, client, provider, probing)
+        Method.INITIALIZE,
+        initialize_handler(
+            lambda: store_problem, client, provider, probing, config.provider != "offline"
+        ),
     )
     for name in (*ACP_METHODS, *EXTENSION_METHODS):
         if name != Method.INITIALIZE:

@@ -44,6 +44,7 @@ from sidecar.core.views import SessionView
 from sidecar.domain.records import SessionRecord
 from sidecar.http.listener import start_listener
 from sidecar.store.base import SessionStore
+from sidecar.store.images import ImageStore
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class Assembly:
                     mcp=McpSettings(config.mcp_start_timeout, config.mcp_call_timeout),
                     checkpoints=checkpoint_store(config),
                     spools=output_spools(config),
+                    images=ImageStore(config.data_dir / "images"),
                     hide=hidden_dirs(config),
                     make_engine=engines,
                     knows_agent=agents.knows,

@@ -630,6 +630,7 @@ async def test_resource_link_prompt_is_supported(acp_run: AcpRun, workspace: Pat
     ContentBlock::Text and ContentBlock::ResourceLink". A client may send a prompt made
     of a resource link alone (e.g. an @-mentioned file without embedded context)."""
     sid = (await acp_run.new_session(workspace)).session_id
+    (workspace / "spec.md").write_text("SPEC BODY\n")
     uri = f"file://{workspace}/spec.md"
     try:
         result = await acp_run.call(
@@ -643,7 +644,8 @@ async def test_resource_link_prompt_is_supported(acp_run: AcpRun, workspace: Pat
             "only text and embedded resources)"
         ) from None
     assert result.field_meta is not None
-    assert uri in result.field_meta["response"], (
+    # A link to a file in the cwd reaches the builtin engine's model as the file's text.
+    assert "[file spec.md]\nSPEC BODY\n" in result.field_meta["response"], (
         "SIDECAR BUG (ACP conformance): the resource link never reached the model"
     )
 

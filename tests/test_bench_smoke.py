@@ -25,6 +25,9 @@ SCENARIOS = {
     "9": "s9_search.png",
     "10": "s10_features.png",
     "11": "s11_agents.png",
+    "12": "s12_worktrees.png",
+    "13": "s13_mentions.png",
+    "14": "s14_queue.png",
 }
 
 

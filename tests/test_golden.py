@@ -22,8 +22,10 @@ on either edge (tests/test_acp_conformance_e2e.py sees it on ACP) and `plan` (th
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import difflib
+import hashlib
 import json
 import os
 import re
@@ -176,6 +178,26 @@ def make_repo(root: Path) -> Path:
     return root
 
 
+# A 1x1 PNG, and a user row that refers to it with its bytes (as an export has them).
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGBgAAAABQABpfZFQAAAAABJRU5ErkJggg=="
+PIXEL_ID = hashlib.sha256(base64.b64decode(PIXEL)).hexdigest()
+IMAGE_ROW = {
+    "role": "user",
+    "content": "a picture",
+    "turn": 99,
+    "images": [{"id": PIXEL_ID, "mimeType": "image/png", "bytes": 70, "width": 1, "height": 1}],
+    "imageData": [PIXEL],
+}
+
+
+def with_row(jsonl: str, row: dict[str, Any]) -> str:
+    """An export with one more transcript row (its header counting it)."""
+    header, *rows = jsonl.splitlines()
+    head = json.loads(header)
+    head["session"]["messageCount"] += 1
+    return "\n".join([json.dumps(head), *rows, json.dumps(row)]) + "\n"
+
+
 def TEXT(text: str) -> dict[str, str]:  # noqa: N802 (reads as the block it makes)
     return {"type": "text", "text": text}
 
@@ -223,6 +245,7 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.SESSION_PROMPT, text_prompt(sid, "/write notes.txt hello"))
         await sidecar.wait_for(lambda method, _: method == Method.TURN_CHANGES)
         await rec.call(Method.CHANGES, {"sessionId": sid})
+        await rec.call(Method.FILES, {"sessionId": sid, "query": "note"})
         calls = [u["toolCallId"] for u in sidecar.updates(sid, "tool_call")]
         await rec.call(Method.OUTPUT, {"sessionId": sid, "toolCallId": calls[0]})
         await rec.call(Method.MESSAGES, {"sessionId": sid, "offset": 0, "limit": 100})
@@ -242,6 +265,11 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await rec.call(Method.SESSION_CANCEL, {"sessionId": sid})
         exported = await rec.call(Method.EXPORT, {"sessionId": sid, "format": "jsonl"})
         await rec.call(Method.IMPORT, {"content": exported["content"], "cwd": str(workspace)})
+        # An image a user message refers to (brought in by an import: the offline model
+        # takes none), fetched as a client shows it.
+        with_image = with_row(exported["content"], IMAGE_ROW)
+        pictured = await sidecar.call(Method.IMPORT, {"content": with_image, "cwd": str(workspace)})
+        await rec.call(Method.IMAGE, {"sessionId": pictured["sessionId"], "id": PIXEL_ID})
         forked = await rec.call(Method.SESSION_FORK, {"sessionId": sid, "cwd": str(workspace)})
         await rec.call(Method.SESSION_CLOSE, {"sessionId": sid})
         await asyncio.wait_for(reading, 20)  # the close ended the session's listener
@@ -304,7 +332,14 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await sidecar.wait_for(
             lambda method, params: method == Method.QUEUE_UPDATE and params["queue"] == []
         )
-        await sidecar.wait_state(queued, "idle")
+        await sidecar.wait_for(  # the queued message's turn (the second) has ended
+            lambda method, params: (
+                method == Method.STATE
+                and params.get("sessionId") == queued
+                and params.get("status") == "idle"
+                and params.get("turns") == 2
+            )
+        )
         await rec.call(Method.EDIT, {"sessionId": queued, "turn": 2, "text": "b, again"})
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": queued})
         # The presets (none installed on a test machine) and the scripted agent.

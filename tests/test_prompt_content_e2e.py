@@ -6,7 +6,6 @@ model is refused before the turn starts, naming `prompt`, and nothing is recorde
 from __future__ import annotations
 
 import asyncio
-import base64
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,7 @@ from desktop.client import RpcError
 
 pytestmark = pytest.mark.timeout(240)
 
-PIXEL = base64.b64encode(
-    bytes.fromhex(
-        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
-    )
-).decode()
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGBgAAAABQABpfZFQAAAAABJRU5ErkJggg=="
 IMAGE = {"type": "image", "mimeType": "image/png", "data": PIXEL}
 LINK = {"type": "resource_link", "name": "notes.md", "uri": "file:///work/notes.md"}
 

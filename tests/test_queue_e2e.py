@@ -286,3 +286,25 @@ async def test_an_external_agent_runs_queued_messages_too(tmp_path: Path) -> Non
         assert caught.value.code == -32602 and "scope" in str(caught.value)
     finally:
         await sidecar.close()
+
+
+async def test_a_waiting_prompt_is_answered_when_its_session_closes(tmp_path: Path) -> None:
+    sidecar = await Sidecar.start(tmp_path / "data")
+    try:
+        sid = (await sidecar.new_session(tmp_path))["sessionId"]
+        first = sidecar.prompt_task(sid, "/sleep 30 long")
+        await running(sidecar, sid)
+        waiting = asyncio.ensure_future(
+            sidecar.call(
+                "session/prompt",
+                {"sessionId": sid, "prompt": blocks("never run"), "_meta": {"queue": True}},
+            )
+        )
+        await asyncio.sleep(0.2)
+        await sidecar.call("session/close", {"sessionId": sid})
+        assert (await waiting)["stopReason"] == "cancelled"  # answered, not left hanging
+        assert (await first)["stopReason"] == "cancelled"
+        kept = await listed(sidecar, sid)  # still stored for the next runtime
+        assert [i["prompt"][0]["text"] for i in kept["queue"]] == ["never run"]
+    finally:
+        await sidecar.close()

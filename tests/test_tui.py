@@ -883,3 +883,51 @@ def test_new_in_a_worktree_merge_and_discard(data_dir: Path, tmp_path: Path) -> 
         tui.run("/help", r"/merge \[merge\|squash\|rebase\]")
     finally:
         tui.kill()
+
+
+def mention_files(workspace: Path) -> None:
+    """A nested file to mention, an ignored one, and a git repository around them."""
+    parser = workspace / "src" / "server" / "request_parser.py"
+    parser.parent.mkdir(parents=True)
+    parser.write_text("PARSER_BODY = 42\n")
+    (workspace / ".gitignore").write_text("*.log\n")
+    (workspace / "request_parser.log").write_text("ignored\n")
+    (workspace / "my notes.md").write_text("spaced name\n")
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+
+
+def test_at_completes_paths_as_you_type_and_sends_the_file(data_dir: Path, workspace: Path):
+    mention_files(workspace)
+    tty = Tui(data_dir, workspace, pty=True, size=(30, 120))
+    try:
+        tty.new_session()
+        tty.type(b"explain @reqpars")  # the menu opens by itself: the sidecar's paths
+        tty.expect(r"src/server/request_parser\.py")
+        assert "request_parser.log" not in tty.output[tty.mark :]  # git-ignored
+        tty.write(b"\t")  # Tab takes the first
+        tty.expect(r"> explain @src/server/request_parser\.py")
+        tty.write(b"\r")
+        # The offline model echoes what it got: the text, then the file under its path.
+        tty.expect(r"\[file src/server/request_parser\.py\]\s+PARSER_BODY = 42")
+        tty.expect(r"\[idle, gen 1\]")
+        tty.type(b"and @my")  # a path with a space is completed quoted
+        tty.expect(r"my notes\.md")
+        tty.write(b"\t")
+        tty.expect(r'> and @"my notes\.md"')
+        tty.write(b"\r")
+        tty.expect(r"\[file my notes\.md\]\s+spaced name")
+    finally:
+        tty.kill()
+
+
+def test_mentions_on_a_pipe_name_existing_paths_only(tui: Tui, workspace: Path):
+    mention_files(workspace)
+    tui.new_session()
+    tui.turn(
+        "read @src/server/request_parser.py, mail me@example.com, see @missing.py",
+        r"PARSER_BODY = 42",
+    )
+    shown = tui.output[tui.mark :]
+    # me@example.com is no mention, and @missing.py names nothing: both stay text.
+    assert "[file src/server/request_parser.py]" in shown
+    assert "missing.py: not found" not in shown and "example.com]" not in shown

@@ -239,6 +239,29 @@ async def test_diff_pages_committed_uncommitted_and_untracked_work(repo: Path, w
     assert elsewhere["a.txt"].hunks[0].id == by_path["a.txt"].hunks[0].id
 
 
+async def test_diff_of_a_branch_whose_base_is_gone_fails_with_gits_error(
+    repo: Path, wts: Path
+) -> None:
+    """The merge-base runs beside the staging: its failure still surfaces as git's, after
+    the staging it ran beside has ended."""
+    wt = await new(repo, wts, "gone")
+    commit_file(wt.path, "c1.txt", "committed\n")
+    gone = Worktree(wt.repo, wt.path, wt.branch, "no-such-branch")
+    with pytest.raises(wgit.GitError) as failed:
+        await manager.diff(gone)
+    assert "merge-base" in failed.value.command
+    assert (await manager.diff(wt))[0][0].path == "c1.txt"
+
+
+async def test_the_admin_dir_is_read_from_the_worktree_pointer_or_asked_of_git(
+    repo: Path, wts: Path
+) -> None:
+    wt = await new(repo, wts, "adm")
+    asked = sh(wt.path, "rev-parse", "--absolute-git-dir").strip()
+    assert await manager._admin_dir(wt.path) == asked
+    assert await manager._admin_dir(str(repo)) == str(repo / ".git")  # a directory: git says
+
+
 async def test_diff_rejects_bad_paging(repo: Path, wts: Path) -> None:
     wt = await new(repo, wts, "pg")
     assert await manager.diff(wt) == ([], None)

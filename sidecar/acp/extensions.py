@@ -18,7 +18,9 @@ from protocol.models import (
     CompactParams,
     EditParams,
     ExportParams,
+    FilesParams,
     HttpAccess,
+    ImageParams,
     ImportParams,
     McpReconnectParams,
     MessagesParams,
@@ -174,6 +176,8 @@ class ExtensionHandlers:
             Route(Method.QUEUE_MOVE, Params(QueueMoveParams), self.queue_move),
             Route(Method.QUEUE_RUN, Params(StatusParams), self.queue_run),
             Route(Method.EDIT, Params(EditParams), self.edit),
+            Route(Method.IMAGE, Params(ImageParams), self.image),
+            Route(Method.FILES, Params(FilesParams), self.files),
         ]
 
     def table(self) -> dict[str, Handler]:
@@ -482,6 +486,19 @@ class ExtensionHandlers:
             request.session_id, request.turn, request.text, RewindScope(request.scope)
         )
         return prompt_response(outcome)
+
+    async def image(self, request: ImageParams) -> dict[str, Any]:
+        """`{mimeType, data}` (base64) of an image the session's transcript refers to."""
+        found = await self.manager.image(request.session_id, request.id)
+        return {"id": found.digest, "mimeType": found.mime_type, "data": found.data}
+
+    async def files(self, request: FilesParams) -> dict[str, Any]:
+        """Paths under the session's cwd for an `@` mention, best match first."""
+        found = await self.manager.files(request.session_id, request.query, request.limit)
+        return {
+            "files": [{"path": f.path, "kind": f.kind} for f in found.files],
+            "truncated": found.truncated,
+        }
 
     async def list_agents(self, request: AgentsParams) -> dict[str, Any]:
         """What can run a session's turns: each agent, whether its program is installed

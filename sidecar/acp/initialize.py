@@ -62,13 +62,16 @@ def initialize_result(
     store_problem: str | None,
     provider_problem: str | None = None,
     sandbox_problem: str | None = None,
+    images: bool = False,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
         # We speak exactly one version; ACP: answer with it, the client decides.
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+            # Images: where the configured provider's API takes them (the builtin agent
+            # sends them; an external agent takes them where it says so).
+            "promptCapabilities": {"image": images, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": True, "acp": False},
             "sessionCapabilities": {
                 "list": {},
@@ -111,12 +114,13 @@ def initialize_handler(
     client: ClientOptions,
     provider_problem: str | None = None,
     sandbox: asyncio.Future[str | None] | None = None,
+    images: bool = False,
 ) -> Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]:
     """`sandbox`: the start-up's self-test, settled with its problem (None: it works)."""
 
     async def initialize(params: dict[str, Any]) -> dict[str, Any]:
         client.read(client_capabilities(params))  # refuses malformed params
         problem = await sandbox_verdict(sandbox)
-        return initialize_result(store_problem(), provider_problem, problem)
+        return initialize_result(store_problem(), provider_problem, problem, images)
 
     return initialize

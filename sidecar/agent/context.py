@@ -39,6 +39,8 @@ COMPACTION_PROMPT: Final = (
 def to_provider_message(entry: Entry) -> ChatMessage | None:
     """Transcript entry -> Chat Completions message; markers are for people."""
     if isinstance(entry, UserEntry):
+        if entry.images:  # by reference: the runner gives the provider their bytes
+            return {"role": "user", "content": entry.text, "images": list(entry.images)}
         return {"role": "user", "content": entry.text}
     if isinstance(entry, AssistantEntry):
         message: ChatMessage = {"role": "assistant", "content": entry.text}
@@ -70,6 +72,18 @@ def to_provider_message(entry: Entry) -> ChatMessage | None:
 async def _marker(read: PageReader, index: int) -> MarkerEntry | None:
     found = await read(index, 1)
     return found[0] if found and isinstance(found[0], MarkerEntry) else None
+
+
+def with_image_parts(message: ChatMessage, data: dict[str, str]) -> ChatMessage:
+    """A user message whose images are references, as Chat Completions content parts:
+    its text, then each image as a base64 data URL (`data`: digest -> base64)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": str(message.get("content") or "")}]
+    for image in message.get("images", ()):
+        encoded = data.get(image.digest)
+        if encoded is not None:
+            url = f"data:{image.mime_type};base64,{encoded}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {k: v for k, v in message.items() if k != "images"} | {"content": parts}
 
 
 def _size(message: ChatMessage) -> int:

@@ -135,10 +135,9 @@ class BuiltinEngine:
         raise InvalidInput("configId", f"the builtin agent has no option {option_id!r}")
 
     def refuses(self, prompt: UserPrompt) -> str | None:
-        for kind in ("image", "audio"):
-            if prompt.has(kind):
-                return f"the builtin agent gives its model no {kind}: send text, files or links"
-        return None
+        if prompt.has("audio"):
+            return "the builtin agent gives its model no audio: send text, images, files or links"
+        return None  # images: the host refuses them where the provider takes none
 
     async def run_turn(self, host: TurnHost, prompt: UserPrompt) -> TurnOutcome:
         del prompt  # already in the provider context the host keeps

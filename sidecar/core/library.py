@@ -8,6 +8,7 @@ store now says, `SessionRuntime.observe`).
 
 from __future__ import annotations
 
+import base64
 import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 FORK_TITLE_MAX = 200
 EXPORT_PAGE = 500  # transcript rows read at a time by an export
+IMAGE_DATA = "imageData"  # an exported user row's images, base64, in the order of `images`
 
 
 class SessionLibrary:
@@ -118,9 +120,47 @@ class SessionLibrary:
         async def pages() -> AsyncIterator[list[dict[str, Any]]]:
             for offset in range(0, record.message_count, EXPORT_PAGE):
                 limit = min(EXPORT_PAGE, record.message_count - offset)
-                yield await self.store.messages(session_id, offset, limit)
+                page = await self.store.messages(session_id, offset, limit)
+                yield [await self._with_image_data(row) for row in page]
 
         return record, pages()
+
+    async def _with_image_data(self, row: dict[str, Any]) -> dict[str, Any]:
+        """An exported row carries its images' bytes (`imageData`, base64, in the order
+        of `images`): the export is whole without the data dir."""
+        refs = row.get("images") if row.get("role") == "user" else None
+        if not isinstance(refs, list) or not refs:
+            return row
+        store = self._deps.runtime.images
+        data = []
+        for ref in refs:
+            try:
+                found = await store.read(str(ref.get("id", "")))
+            except InvalidInput:
+                log.warning("export: image %s is not in the data dir", ref.get("id"))
+                found = b""
+            data.append(base64.b64encode(found).decode())
+        return {**row, IMAGE_DATA: data}
+
+    async def _keep_image_data(self, line: int, row: dict[str, Any]) -> dict[str, Any]:
+        """An imported row's images into this data dir (checked like any sent image:
+        by content, and the bytes must be the ones the row names)."""
+        if IMAGE_DATA not in row:
+            return row
+        data, refs = row[IMAGE_DATA], row.get("images")
+        if not isinstance(data, list) or not isinstance(refs, list) or len(data) != len(refs):
+            raise InvalidInput("content", f"line {line}: imageData does not match images")
+        store = self._deps.runtime.images
+        for encoded, ref in zip(data, refs, strict=True):
+            if not encoded:
+                continue  # not in the exporting data dir either: the reference stays
+            try:
+                kept = await store.put(str(encoded))
+            except InvalidInput as exc:
+                raise InvalidInput("content", f"line {line}: {exc.reason}") from None
+            if not isinstance(ref, dict) or kept.digest != ref.get("id"):
+                raise InvalidInput("content", f"line {line}: an image's bytes are not its id's")
+        return {k: v for k, v in row.items() if k != IMAGE_DATA}
 
     async def import_session(
         self, exported: SessionRecord, rows: Sequence[dict[str, Any]]
@@ -132,6 +172,7 @@ class SessionLibrary:
         self._lifecycle.refuse_if_shutting_down()
         cwd = existing_dir(exported.cwd)
         check_sandboxable(cwd, exported.mode, exported.sandbox)
+        rows = [await self._keep_image_data(number, row) for number, row in enumerate(rows, 2)]
         created = now()
         record = exported.replace(
             session_id=f"sess_{uuid.uuid4().hex}",

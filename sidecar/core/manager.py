@@ -23,12 +23,14 @@ prompt for a given generation (the HTTP listener's) never recovers.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from protocol.values import RewindScope, Status
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.core import rewind as rewind_steps
+from sidecar.core.file_search import FileMatches, FileSearch
 from sidecar.core.hunk_revert import HunkRevert
 from sidecar.core.library import EXPORT_PAGE, FORK_TITLE_MAX, SessionLibrary
 from sidecar.core.lifecycle import ManagerDeps, NewSession, SessionLifecycle
@@ -38,7 +40,13 @@ from sidecar.core.queue import SessionQueue
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
 from sidecar.core.runtime import SessionRuntime
 from sidecar.core.settings import SessionSettings
-from sidecar.core.views import CompactionOutcome, RewindOutcome, SessionView, TerminalSize
+from sidecar.core.views import (
+    CompactionOutcome,
+    ImageData,
+    RewindOutcome,
+    SessionView,
+    TerminalSize,
+)
 from sidecar.core.worktree_orphans import KnownRepos
 from sidecar.core.worktree_sessions import SessionWorktrees
 from sidecar.domain.errors import InvalidInput, SessionBusy, SessionNotLive
@@ -70,9 +78,13 @@ class SessionManager:
         )
         self._library = SessionLibrary(deps, self._lifecycle, self._queries)
         self.store = deps.runtime.store
+        self._images = deps.runtime.images
+        # What no session may see (the data and config dirs): also never mentioned.
+        self.hidden_dirs: tuple[str, ...] = deps.runtime.hide
         self.events = deps.events
         self.settings = SessionSettings(self)
         self.worktrees = SessionWorktrees(self)  # `_session/worktree/*`
+        self._files = FileSearch()  # `_session/files`: listings cached per directory
 
     @property
     def locks(self) -> KeyedLock:
@@ -124,8 +136,20 @@ class SessionManager:
     ) -> SessionRuntime:
         return await self._queries.live(session_id, action, generation)
 
+    async def files(self, session_id: str, query: str, limit: int) -> FileMatches:
+        """Paths under a live session's cwd matching `query` (core/file_search.py)."""
+        runtime = await self.live(session_id, "complete file names in")
+        return await self._files.search(runtime.cwd, query, limit, runtime.hidden_dirs)
+
     async def output(self, session_id: str, call_id: str, offset: int, limit: int) -> OutputPage:
         return await self._queries.output(session_id, call_id, offset, limit)
+
+    async def image(self, session_id: str, digest: str) -> ImageData:
+        """An image of the session's transcript (its id is the digest of its bytes: who
+        has the id has seen the image), for a client to show."""
+        await self.store.get(session_id)  # SessionNotFound for an unknown session
+        mime, data = await self._images.load(digest)
+        return ImageData(digest, mime, base64.b64encode(data).decode())
 
     async def changes(self, session_id: str, turn: int | None) -> TurnChanges:
         return await self._queries.changes(session_id, turn)
@@ -154,10 +178,14 @@ class SessionManager:
         return await self._lifecycle.load(session_id, mcp_servers)
 
     async def close(self, session_id: str) -> SessionView:
-        return await self._lifecycle.close(session_id)
+        try:
+            return await self._lifecycle.close(session_id)
+        finally:
+            self.queue.closed(session_id)  # the queue stays stored; its waiters are answered
 
     async def delete(self, session_id: str, *, remove_worktree: bool = False) -> None:
         await self._lifecycle.delete(session_id, remove_worktree=remove_worktree)
+        self.queue.closed(session_id)
 
     async def shutdown(self) -> None:
         await self.queue.aclose()  # no queued message starts while sessions close

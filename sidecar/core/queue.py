@@ -63,6 +63,7 @@ class SessionQueue:
         self._locks = KeyedLock()
         self._drains: dict[str, asyncio.Task[None]] = {}
         self._waiters: dict[str, asyncio.Future[TurnOutcome]] = {}
+        self._waiting: dict[str, str] = {}  # item id -> its session, for those with a waiter
         self._next: set[str] = set()  # items that run even while the queue is paused
         self._held: set[str] = set()  # sessions cancelled, their pause not yet stored
 
@@ -99,6 +100,7 @@ class SessionQueue:
                 self._next.add(item.id)
             if waiter is not None:
                 self._waiters[item.id] = waiter
+                self._waiting[item.id] = session_id
         if now and runtime.turns.busy:
             runtime.turns.abort()  # not a cancel of the queue: it goes on with this one
         self._kick(session_id)
@@ -219,6 +221,7 @@ class SessionQueue:
             self._next.discard(first.id)
             await self._save(session_id, rest)
         waiter = self._waiters.pop(first.id, None)
+        self._waiting.pop(first.id, None)
         try:
             outcome = await asyncio.shield(task)  # a drain stopped never cancels the turn
         except Exception as exc:
@@ -229,8 +232,15 @@ class SessionQueue:
             waiter.set_result(outcome)
         return True
 
+    def closed(self, session_id: str) -> None:
+        """The session closed (or went): its messages stay stored for the next runtime,
+        and whoever waits on one (`session/prompt` with `_meta.queue`) is answered
+        `cancelled` now rather than never."""
+        self._answer_cancelled([i for i, s in self._waiting.items() if s == session_id])
+
     def _answer_refused(self, item_id: str, exc: InvalidInput) -> None:
         self._next.discard(item_id)
+        self._waiting.pop(item_id, None)
         waiter = self._waiters.pop(item_id, None)
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
@@ -238,6 +248,7 @@ class SessionQueue:
     def _answer_cancelled(self, item_ids: Sequence[str]) -> None:
         for item_id in item_ids:
             self._next.discard(item_id)
+            self._waiting.pop(item_id, None)
             waiter = self._waiters.pop(item_id, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(CANCELLED)
@@ -248,3 +259,4 @@ class SessionQueue:
         for task in drains:
             task.cancel()
         await asyncio.gather(*drains, return_exceptions=True)
+        self._answer_cancelled(list(self._waiting))

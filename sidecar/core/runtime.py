@@ -61,6 +61,7 @@ from sidecar.domain.rules import Rule, rules_to_json
 from sidecar.domain.transcript import Entry, MarkerEntry, MarkerKind, from_row, to_row
 from sidecar.domain.worktree_info import WorktreeInfo, WorktreeState
 from sidecar.store.base import RecordChanges, SessionStore
+from sidecar.store.images import ImageStore
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class RuntimeDeps:
     mcp: McpSettings = McpSettings()
     checkpoints: CheckpointStore = field(default_factory=lambda: CheckpointStore(None))
     spools: OutputSpools = field(default_factory=lambda: OutputSpools(None))
+    # Images users sent with prompts (by digest; the transcript refers to them).
+    images: ImageStore = field(default_factory=lambda: ImageStore(None))
     # Directories no command or MCP server may see (the data and config dirs): sandbox.wrap.
     hide: tuple[str, ...] = ()
     # What runs the turns, one per generation (agent/engine.py); the builtin agent loop.
@@ -118,6 +121,7 @@ class SessionRuntime:
             hide=deps.hide,
         )
         self.checkpoints = TurnCheckpoints(deps.checkpoints, record.session_id, record.cwd)
+        self.images = deps.images
         self.worktree = WorktreeInfo.from_json(record.worktree)
         self.worktree_state: WorktreeState | None = None  # as git said after the last turn
         # AGENTS.md and the like: read for the builtin engine's prompt (an external agent

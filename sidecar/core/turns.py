@@ -14,6 +14,7 @@ while the turn is still being recorded as running is remembered and applied at o
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -24,7 +25,7 @@ from typing_extensions import Unpack
 from protocol.values import Mode, RewindScope, Sandbox, Status, StopReason
 from sidecar.agent.backends.groups import CommandLimits, CommandResult
 from sidecar.agent.backends.output import CommandOutput
-from sidecar.agent.context import ChatMessage, ProviderContext
+from sidecar.agent.context import ChatMessage, ProviderContext, with_image_parts
 from sidecar.agent.engine import Engine
 from sidecar.agent.instructions import ProjectInstructions
 from sidecar.agent.mcp import McpCallResult, ToolSpec
@@ -61,12 +62,14 @@ from sidecar.domain.events import (
     UsageUpdated,
     UserMessageAdded,
 )
+from sidecar.domain.images import ImageRef
 from sidecar.domain.permissions import PermissionRequest, Verdict
 from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import DEFAULT_TITLE, SessionRecord
 from sidecar.domain.titles import title_from
 from sidecar.domain.transcript import Entry, UserEntry, cancelled_marker
 from sidecar.store.base import RecordChanges
+from sidecar.store.images import ImageStore
 
 # What a client is told of a turn that failed on a bug of ours.
 INTERNAL_FAILURE: Final = (
@@ -76,6 +79,7 @@ INTERNAL_FAILURE: Final = (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+IMAGES_KEPT: Final = 16  # images' bytes held in memory per runtime (at least the context's)
 
 
 class TurnOwner(RecordWriter, Protocol):
@@ -124,6 +128,9 @@ class TurnOwner(RecordWriter, Protocol):
     @property
     def instructions(self) -> ProjectInstructions: ...
 
+    @property
+    def images(self) -> ImageStore: ...
+
     async def transition(
         self, new: Status, *, append: Entry | None = None, **changes: Unpack[RecordChanges]
     ) -> SessionRecord: ...
@@ -165,6 +172,7 @@ class TurnRunner:
         self._auto_title: str | None = None  # the title this runtime gave, not the user
         # (transcript length, turns) when the running turn began: a fork copies up to here.
         self.before_turn: tuple[int, int] | None = None
+        self._image_data: dict[str, str] = {}  # digest -> base64, for the provider
 
     @property
     def busy(self) -> bool:
@@ -188,6 +196,9 @@ class TurnRunner:
         image for a model that reads none) is refused here, before anything is recorded."""
         message = UserPrompt(prompt) if isinstance(prompt, str) else prompt
         refusal = self._engine.refuses(message)
+        if refusal is None and message.has("image") and self._engine.uses_provider:
+            if not self.provider.takes_images:
+                refusal = f"the model {self.provider.model!r} is given no images by its provider"
         if refusal is not None:
             raise InvalidInput("prompt", refusal)
         text = message.text
@@ -197,7 +208,10 @@ class TurnRunner:
             # The runtime is the session's one writer: its record has the turn count.
             runtime = self._runtime
             turn = runtime.record.turns + 1
-            entry = UserEntry(text, turn=turn)
+            # Kept (checked by content) before anything is recorded: a refused image
+            # leaves the session as it was.
+            images = await self._keep_images(message)
+            entry = UserEntry(text, turn=turn, images=images)
             titled = runtime.record.title == DEFAULT_TITLE
             if titled:  # an untitled session is named after its first prompt, in one write
                 started = await runtime.transition(
@@ -520,7 +534,29 @@ class TurnRunner:
         if self._context is None:
             raise InvalidState("the provider context is loaded by before_model_call")
         instructions = self._runtime.instructions.section
-        return self._context.messages(system_prompt(self.mode, self.cwd, instructions))
+        messages = self._context.messages(system_prompt(self.mode, self.cwd, instructions))
+        return [with_image_parts(m, self._image_data) if "images" in m else m for m in messages]
+
+    async def _keep_images(self, message: UserPrompt) -> tuple[ImageRef, ...]:
+        kept = []
+        for block in message.blocks:
+            if block.get("type") == "image":
+                image = await self._runtime.images.put(str(block.get("data") or ""))
+                kept.append(image)
+        return tuple(kept)
+
+    async def _load_images(self) -> None:
+        """The bytes of the images the context holds, read once per runtime (bounded:
+        the oldest are dropped from memory, and read again if a later call needs them)."""
+        if self._context is None:
+            return
+        wanted = [i for m in self._context.messages("") for i in m.get("images", ())]
+        for image in wanted:
+            if image.digest not in self._image_data:
+                data = await self._runtime.images.read(image.digest)
+                self._image_data[image.digest] = base64.b64encode(data).decode()
+        while len(self._image_data) > max(IMAGES_KEPT, len(wanted)):
+            self._image_data.pop(next(iter(self._image_data)))
 
     async def refresh_instructions(self) -> bool:
         """Re-read the project's instruction files if they changed (a stat each); True
@@ -541,6 +577,7 @@ class TurnRunner:
         context = await self._ensure_context()
         if self._context_budget and context.chars > self._context_budget:
             await compaction.compact(self, context, keep_turns=1)
+        await self._load_images()
 
     def publish(self, event: SessionEvent) -> None:
         if isinstance(event, AgentOptionsChanged):

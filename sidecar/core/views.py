@@ -79,3 +79,10 @@ class RewindOutcome:
     marker_index: int | None  # the conversation's part: its marker in the transcript
     dry_run: bool = False
     cancelled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ImageData:
+    digest: str
+    mime_type: str
+    data: str  # base64

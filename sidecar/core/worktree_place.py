@@ -18,7 +18,7 @@ from typing import Final
 from sidecar.domain.errors import InvalidInput, InvalidState
 from sidecar.domain.worktree_info import WorktreeInfo, WorktreeState
 from sidecar.worktrees import manager as worktrees
-from sidecar.worktrees.git import GitError
+from sidecar.worktrees.git import GitError, GitNotInstalled
 
 DIRECTORY_SUFFIX: Final = ".worktrees"
 
@@ -47,6 +47,8 @@ async def make(cwd: str, session_id: str, request: WorktreeRequest) -> WorktreeI
         root = await worktrees.repo_root(cwd)
     except worktrees.NotARepository as exc:
         raise InvalidInput("worktree", f"{exc.reason}: a worktree needs a git repository") from None
+    except GitNotInstalled as exc:
+        raise InvalidInput("worktree", str(exc)) from None
     path = os.path.join(root + DIRECTORY_SUFFIX, short_id(session_id))
     try:
         made = await worktrees.create(

@@ -5,22 +5,31 @@ queued message whose turn came, so both read the same."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sidecar.domain.errors import InvalidInput
 
 
-def text_of(blocks: Iterable[Mapping[str, Any]]) -> str:
+def text_of(
+    blocks: Iterable[Mapping[str, Any]], mention: Callable[[str], str | None] | None = None
+) -> str:
+    """`mention`: a linked file's text for the model (an `@` mention, read by the edge),
+    or None to give the link as a reference line."""
     parts: list[str] = []
     for block in blocks:
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"])
         elif kind == "resource_link":
+            read = mention(str(block.get("uri"))) if mention is not None else None
             # Every ACP agent must accept links; the model gets them as a reference line.
-            parts.append(f"[resource: {block.get('name')} <{block.get('uri')}>]")
+            parts.append(
+                read
+                if read is not None
+                else f"[resource: {block.get('name')} <{block.get('uri')}>]"
+            )
         elif kind == "resource":
             resource = block.get("resource")
             if isinstance(resource, Mapping) and isinstance(resource.get("text"), str):

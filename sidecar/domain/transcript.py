@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
+from sidecar.domain.images import ImageRef
 from sidecar.domain.records import iso, now
 
 
@@ -42,6 +43,7 @@ class UserEntry:
     text: str
     created_at: str = field(default_factory=lambda: iso(now()))
     turn: int | None = None  # turns are numbered from 1 in the order of user messages
+    images: tuple[ImageRef, ...] = ()  # sent with the text (the image store keeps them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,8 @@ def to_row(entry: Entry) -> dict[str, Any]:
         row: dict[str, Any] = {"role": "user", "content": entry.text}
         if entry.turn is not None:
             row["turn"] = entry.turn
+        if entry.images:
+            row["images"] = [image.to_json() for image in entry.images]
         row["createdAt"] = entry.created_at
         return row
     if isinstance(entry, AssistantEntry):
@@ -217,7 +221,9 @@ def from_row(row: Mapping[str, Any]) -> Entry:
         )
     if role == "user":
         turn = row.get("turn")
-        return UserEntry(content, created, turn if type(turn) is int else None)
+        return UserEntry(
+            content, created, turn if type(turn) is int else None, _images(row.get("images"))
+        )
     if role == "assistant":
         return AssistantEntry(
             content,
@@ -240,3 +246,10 @@ def from_row(row: Mapping[str, Any]) -> Entry:
     return MarkerEntry(
         MarkerKind.UNKNOWN, content or json.dumps(dict(row), default=str), None, created
     )
+
+
+def _images(raw: Any) -> tuple[ImageRef, ...]:
+    if not isinstance(raw, list):
+        return ()
+    found = (ImageRef.from_json(item) for item in raw if isinstance(item, Mapping))
+    return tuple(image for image in found if image is not None)

@@ -52,6 +52,7 @@ def entry(index: int, item: Entry) -> dict[str, Any]:
             "type": "user",
             "turn": item.turn,
             "text": item.text,
+            "images": [image.to_json() for image in item.images],
             "createdAt": item.created_at,
         }
     if isinstance(item, AssistantEntry):

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sidecar.domain.errors import SidecarError
+from sidecar.domain.errors import InvalidState
 
 # Overrides for settings that would change output we parse or make git interactive.
 _SETTINGS: Final = (
@@ -94,8 +94,9 @@ _TAIL_LINES: Final = 6
 _TAIL_CHARS: Final = 2000
 
 
-class GitError(SidecarError):
-    """A git command failed: what ran, how it exited and the end of what it said."""
+class GitError(InvalidState):
+    """A git command failed: what ran, how it exited and the end of what it said (a
+    client gets it as -32045 with git's own words: the repository did not allow it)."""
 
     def __init__(self, argv: Sequence[str], code: int | None, stderr: str) -> None:
         self.argv = tuple(argv)
@@ -112,7 +113,7 @@ class GitError(SidecarError):
 
 class GitNotInstalled(GitError):
     def __init__(self) -> None:
-        SidecarError.__init__(self, "git is not installed: no `git` found on PATH")
+        InvalidState.__init__(self, "git is not installed: no `git` found on PATH")
         self.argv = ("git",)
         self.code = None
         self.stderr = ""

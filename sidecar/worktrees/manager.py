@@ -184,15 +184,30 @@ async def diff(
     merge_base = (
         await git.run(wt.path, "merge-base", _ref(wt.base), f"refs/heads/{wt.branch}")
     ).stripped
-    admin = (await git.run(wt.path, "rev-parse", "--absolute-git-dir")).stripped
-    with tempfile.TemporaryDirectory(prefix="acp-diff-") as scratch:
-        index = await asyncio.to_thread(_copy_index, admin, scratch)
-        env = {"GIT_INDEX_FILE": index}
-        await git.run(wt.path, "add", "-A", env=env)
-        out = await git.run(wt.path, "diff", "--cached", *_DIFF_ARGS, merge_base, env=env)
+    # The working tree against the merge-base (committed and uncommitted work of tracked
+    # files, one pass, the worktree's index only read) beside the list of untracked
+    # files; only when there are some is a scratch copy of the index needed, holding
+    # them as intent-to-add so the same diff shows them as new files.
+    tracked, untracked = await asyncio.gather(
+        git.run(wt.path, "diff", *_DIFF_ARGS, merge_base),
+        git.run(wt.path, "ls-files", "--others", "--exclude-standard", "-z"),
+    )
+    out = tracked
+    new_files = [p for p in untracked.text.split("\0") if p]
+    if new_files:
+        with tempfile.TemporaryDirectory(prefix="acp-diff-") as scratch:
+            env = {"GIT_INDEX_FILE": os.path.join(scratch, "index")}
+            await asyncio.to_thread(_copy_index, await _admin_dir(wt.path), scratch)
+            for chunk in _chunks(new_files):
+                await git.run(wt.path, "add", "--intent-to-add", "--", *chunk, env=env)
+            out = await git.run(wt.path, "diff", *_DIFF_ARGS, merge_base, env=env)
     files = parse_diff(out.text)
     end = cursor + limit
     return files[cursor:end], (end if end < len(files) else None)
+
+
+def _chunks(paths: list[str], size: int = 500) -> list[list[str]]:
+    return [paths[i : i + size] for i in range(0, len(paths), size)]
 
 
 async def commit_pending(wt: Worktree, message: str) -> bool:
@@ -474,10 +489,20 @@ async def _remove_worktree(repo: str, path: str) -> None:
 
 
 async def _write_base(wt: Worktree) -> None:
-    admin = (await git.run(wt.path, "rev-parse", "--absolute-git-dir")).stripped
+    admin = await _admin_dir(wt.path)
     await asyncio.to_thread(_write_text, os.path.join(admin, _BASE_FILE), wt.base + "\n")
     if wt.owner:
         await asyncio.to_thread(_write_text, os.path.join(admin, _OWNER_FILE), wt.owner + "\n")
+
+
+async def _admin_dir(path: str) -> str:
+    """The git dir of the worktree at `path`: read from its `.git` file (`gitdir: DIR`,
+    what `git worktree add` writes) without a git process; asked of git when `.git` is
+    anything else (a directory, a missing or unexpected file)."""
+    pointer = await asyncio.to_thread(_read_gitdir_pointer, path)
+    if pointer is not None:
+        return pointer
+    return (await git.run(path, "rev-parse", "--absolute-git-dir")).stripped
 
 
 # Path checks: a few stat calls each, cheap enough for the event loop.
@@ -506,6 +531,18 @@ def _inside(path: str, top: str) -> bool:
 def _write_text(path: str, text: str) -> None:
     with open(path, "w", encoding="utf-8") as out:
         out.write(text)
+
+
+def _read_gitdir_pointer(path: str) -> str | None:
+    try:
+        with open(os.path.join(path, ".git"), encoding="utf-8") as dot_git:
+            first = dot_git.readline().strip()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, UnicodeDecodeError):
+        return None
+    if not first.startswith("gitdir: "):
+        return None
+    admin = os.path.normpath(os.path.join(path, first[len("gitdir: ") :]))
+    return admin if os.path.isdir(admin) else None
 
 
 def _copy_index(admin: str, scratch: str) -> str:

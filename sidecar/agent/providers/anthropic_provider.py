@@ -125,6 +125,7 @@ class AnthropicProvider:
         self.thinking_budget = thinking_budget
         self.context_window: int | None = CONTEXT_WINDOW
         self.commands: tuple[ProviderCommand, ...] = ()
+        self.takes_images = True  # `image_url` data URLs become `image` blocks
         # An explicit key also stops the SDK from looking for credential profiles on disk.
         key = resolve_key(api_key, KEY_VARIABLE)
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
@@ -359,7 +360,7 @@ def to_anthropic_messages(messages: Sequence[dict[str, Any]]) -> tuple[str, list
                 )
             _append(out, "assistant", blocks)
         elif role == "user":
-            _append(out, "user", _text_blocks(message.get("content")))
+            _append(out, "user", _user_blocks(message.get("content")))
         else:
             raise ProviderError(f"anthropic provider: cannot send a message with role {role!r}")
     return "\n\n".join(system), out
@@ -411,6 +412,20 @@ def _thinking_blocks(message: dict[str, Any]) -> list[Block]:
     if isinstance(thought, str) and thought and isinstance(signature, str) and signature:
         return [{"type": "thinking", "thinking": thought, "signature": signature}]
     return []
+
+
+def _user_blocks(content: Any) -> list[Block]:
+    """A user message's parts: images (data URLs) as base64 `image` blocks, then text."""
+    if not isinstance(content, list):
+        return _text_blocks(content)
+    images: list[Block] = []
+    for part in content:
+        url = part.get("image_url", {}).get("url", "") if isinstance(part, dict) else ""
+        head, _, data = url.partition(";base64,")
+        if head.startswith("data:") and data:
+            source = {"type": "base64", "media_type": head.removeprefix("data:"), "data": data}
+            images.append({"type": "image", "source": source})
+    return images + _text_blocks(content)
 
 
 def _text_blocks(content: Any) -> list[Block]:

@@ -61,6 +61,8 @@ class Provider(Protocol):
     model: str  # may be changed between calls (the session's model setting)
     context_window: int | None  # tokens, where known
     commands: tuple[ProviderCommand, ...]  # slash commands the provider understands
+    # Whether user messages may carry images (Chat Completions `image_url` parts).
+    takes_images: bool
 
     async def complete(
         self,

@@ -100,6 +100,7 @@ def estimate(messages: Sequence[dict[str, Any]], reply: str) -> Usage:
 class OfflineProvider:
     context_window: int | None = None
     commands: tuple[ProviderCommand, ...] = COMMANDS
+    takes_images: bool = False  # it reads text only
 
     def __init__(self, model: str = "offline-echo") -> None:
         self.model = model

@@ -101,6 +101,7 @@ class OpenAIProvider:
         self.max_tokens = max_tokens
         self.context_window = context_window
         self.commands: tuple[ProviderCommand, ...] = ()
+        self.takes_images = True  # `image_url` parts, sent as they are
         key = resolve_key(api_key, KEY_VARIABLE)
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.key_problem = missing_key(key, base_url, DEFAULT_BASE_URL, KEY_VARIABLE)
