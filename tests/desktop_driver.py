@@ -311,15 +311,13 @@ def prompt(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     tool = {k: page.text(f"tool-{k}") for k in ("command", "status", "output")}
     page.send("/sleep 2 nap")
     page.wait_item(sid, "running")
-    page.send("are you there?")
-    page.wait(f"!{page.el('error-banner')}.hidden", "the busy error")
-    busy = {
-        "code": page.js(f"{page.el('error-banner')}.dataset.code"),
-        "text": page.text("error-banner"),
-    }
+    page.send("are you there?")  # queued while the turn runs, not refused as busy
+    queued = "[...document.querySelectorAll('[data-testid=queue-text]')].map(q => q.innerText)"
+    page.wait(f"{queued}.length === 1", "the queued message")
+    busy = {"queued": page.js(queued), "banner": page.visible("error-banner")}
     page.wait_text("transcript", "Slept 2 s. nap")
+    page.wait_text("transcript", "Echo: are you there?")
     page.wait_item(sid, "idle")
-    page.js(f"{page.el('error-banner')}.querySelector('.banner-close').click()")
 
     # Paging: a long session made by another client of the same sidecar.
     long_id = page.long_session(args.workspace, "Long one", 30)
