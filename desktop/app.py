@@ -23,8 +23,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
+from desktop.attention import Attention, Happened
 from desktop.host import SidecarHost
 from desktop.live import LiveOutputs
+from desktop.notify import Notifier
 from desktop.settings import Settings
 from protocol.errors import ErrorCode
 
@@ -138,8 +140,22 @@ class DesktopApp:
         # first page does): given to the next page that attaches, once.
         self._auto_resumed: dict[str, Any] | None = None
         # What a page would lose on Rebuild UI: per-session drafts, the selected session,
-        # scroll positions, the focused control (set by the page through the bridge).
-        self.memory: dict[str, Any] = {"drafts": {}, "selected": None, "scroll": {}, "focus": None}
+        # scroll positions, the focused control, the unseen sessions (set by the page
+        # through the bridge).
+        self.memory: dict[str, Any] = {
+            "drafts": {},
+            "selected": None,
+            "scroll": {},
+            "focus": None,
+            "unseen": [],  # sessions with a turn the user has not seen (the waiting count)
+        }
+        # Notifications: sent while no page of ours has the focus (the page says when it
+        # gains and loses it), unless the preference is off; a click selects the session.
+        self.focused = True
+        self.attention = Attention()
+        self.notifier = Notifier(self._notification_clicked)
+        self._sends: set[asyncio.Task[bool]] = set()
+        self.plans: dict[str, list[dict[str, Any]]] = {}  # sessionId -> its latest plan
         self.host_thread.host.on_notification(self._push_notification)
         self.host_thread.host.on_host_event(self._push_host_event)
 
@@ -150,6 +166,11 @@ class DesktopApp:
     def _push_notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "_session/state" and isinstance(params.get("sessionId"), str):
             self._track_live(params["sessionId"], bool(params.get("live")))
+            happened = self.attention.observe(params)
+            if happened is not None:
+                self._tell(happened)
+        elif method == "session/update":
+            self._keep_plan(params)
         params = self.live.observe(method, params)
         self.windows.push({"type": "notification", "method": method, "params": params})
 
@@ -165,6 +186,34 @@ class DesktopApp:
                 ids, self._resume_after_restart = sorted(self._resume_after_restart), set()
             if ids:
                 self.host_thread.submit(self._auto_resume(ids, "sidecar"))
+
+    # ---- notifications and plans -------------------------------------------------------
+
+    def _tell(self, happened: Happened) -> None:
+        """A system notification, if the user is looking elsewhere and wants them (runs on
+        the host loop: the notifier's bus lives there)."""
+        if self.focused or not self.settings.notifications:
+            return
+        send = self.notifier.send(happened.title, happened.body, happened.session_id)
+        task = self.host_thread.loop.create_task(send)
+        self._sends.add(task)  # kept until done (the loop holds tasks weakly)
+        task.add_done_callback(self._sends.discard)
+
+    def _notification_clicked(self, session_id: str) -> None:
+        self.windows.focus()
+        self.push_bridge_event("select_session", {"sessionId": session_id})
+
+    def _keep_plan(self, params: dict[str, Any]) -> None:
+        """The latest `plan` update per session (the page asks for it after a rebuild)."""
+        update = params.get("update")
+        session_id = params.get("sessionId")
+        if (
+            isinstance(update, dict)
+            and update.get("sessionUpdate") == "plan"
+            and isinstance(session_id, str)
+            and isinstance(update.get("entries"), list)
+        ):
+            self.plans[session_id] = update["entries"]
 
     # ---- coming back as you left -------------------------------------------------------
 
@@ -296,6 +345,8 @@ class DesktopApp:
         with self._live_lock:
             self._quitting = True  # the live list is kept as it is now, for the next start
         self.windows.stop_pushing()
+        if self.host_thread.loop.is_running():
+            self.host_thread.loop.call_soon_threadsafe(self.notifier.close)
         started = time.monotonic()
         self.host_thread.stop()
         log.info("sidecar stopped in %.2f s; quitting", time.monotonic() - started)

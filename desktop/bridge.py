@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop import mcp_servers, render, sessions
 from desktop.bridge_review import ReviewCalls
+from desktop.bridge_steer import SteerCalls
 from desktop.client import RpcError, SidecarGone
 from protocol.errors import ErrorCode
 from protocol.methods import Method
@@ -125,9 +126,10 @@ def _worktree(value: Any) -> bool | dict[str, str] | str | None:
     return place or True
 
 
-class Bridge(ReviewCalls):
+class Bridge(ReviewCalls, SteerCalls):
     """The js_api of one page (one per window, so a page can say which one it is); the
-    worktree and review calls are ReviewCalls'."""
+    worktree and review calls are ReviewCalls', the queue, edit, plan and notification
+    calls SteerCalls'."""
 
     def __init__(self, app: DesktopApp, page_id: str) -> None:
         self._app = app
@@ -162,6 +164,9 @@ class Bridge(ReviewCalls):
 
     def _request(self, method: str, params: dict[str, Any]) -> Any:
         return self._run(self._host.request(method, params))
+
+    def _start_turn(self, method: str, params: dict[str, Any]) -> Any:
+        return self._run(_start_prompt(self._app, params, method))
 
     # ---- page lifecycle -----------------------------------------------------------------
 
@@ -462,9 +467,6 @@ class Bridge(ReviewCalls):
             return error("invalid_input", str(exc))
         return self._run(_start_prompt(self._app, params))
 
-    def cancel(self, session_id: str) -> Any:
-        return self._request(Method.SESSION_CANCEL, {"sessionId": session_id})
-
     def close(self, session_id: str) -> Any:
         result = self._request(Method.SESSION_CLOSE, {"sessionId": session_id})
         return result if "error" in result else result["_meta"]
@@ -601,9 +603,13 @@ async def _rendered_page(
     return page
 
 
-async def _start_prompt(app: DesktopApp, params: dict[str, Any]) -> dict[str, Any]:
+async def _start_prompt(
+    app: DesktopApp, params: dict[str, Any], method: str = Method.SESSION_PROMPT
+) -> dict[str, Any]:
+    """`session/prompt` (or `_session/edit`, answered the same way) started: its answer if
+    it came at once, else `{done: false, started: true}` and a late failure pushed."""
     session_id = params["sessionId"]
-    turn = asyncio.create_task(app.host.request(Method.SESSION_PROMPT, params))
+    turn = asyncio.create_task(app.host.request(method, params))
     done, _ = await asyncio.wait({turn}, timeout=PROMPT_ACCEPT_WAIT)
     if turn in done:
         result: dict[str, Any] = turn.result()  # raises the sidecar's refusal

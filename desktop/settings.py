@@ -1,5 +1,6 @@
 """The window's own preferences, kept in the user's config dir (not the sessions
-database): the colour theme and the recently used working directories."""
+database): the colour theme, the recently used working directories, whether to show
+system notifications."""
 
 from __future__ import annotations
 
@@ -46,7 +47,23 @@ class Settings:
                 "recentFolders": [r for r in recent if isinstance(r, str)][:MAX_RECENT]
                 if isinstance(recent, list)
                 else [],
+                "notifications": self._data.get("notifications") is not False,
             }
+
+    @property
+    def notifications(self) -> bool:
+        """Whether a turn that ends, fails or waits for approval unseen is notified (on
+        unless turned off)."""
+        with self._lock:
+            return self._data.get("notifications") is not False
+
+    def set_notifications(self, on: bool) -> dict[str, Any]:
+        if not isinstance(on, bool):
+            raise ValueError("notifications must be true or false")
+        with self._lock:
+            self._data["notifications"] = on
+            self._save()
+        return self.snapshot()
 
     def set_theme(self, theme: str) -> dict[str, Any]:
         if theme not in THEMES:

@@ -285,6 +285,34 @@ class WindowManager:
         QtCore.QTimer.singleShot(0, app.quit)
         return True
 
+    def focus(self) -> None:
+        """Bring the window to the front (a notification was clicked); never waits."""
+
+        def run() -> None:
+            with self._lock:
+                page = self._current
+            native = page.window.native if page is not None else None
+            if native is None:
+                return
+            if native.isMinimized():
+                native.showNormal()
+            native.show()
+            native.raise_()
+            native.activateWindow()
+
+        self.gui.requested.emit(run)
+
+    def set_title(self, waiting: int) -> None:
+        """The window's title, with how many sessions wait for the user."""
+        title = f"({waiting}) {self._title}" if waiting > 0 else self._title
+        with self._lock:
+            pages = list(self._pages.values())
+        for page in pages:
+            try:
+                page.window.set_title(title)
+            except Exception:  # noqa: BLE001 (a window mid-teardown keeps its title)
+                log.debug("could not set the title of page %s", page.page_id, exc_info=True)
+
     # ---- pushes -------------------------------------------------------------------------
 
     def attach(self, page_id: str) -> None:

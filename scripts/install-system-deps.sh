@@ -10,6 +10,7 @@ PACKAGES=(
   libnss3 libxcomposite1 libxdamage1 libxrandr2 libxtst6
   libgbm1 libegl1 libgl1 libasound2 fonts-dejavu-core
   bubblewrap git postgresql
+  dbus-daemon  # a private session bus for the window's notification tests
   iproute2  # `ip`: the real agents' tests bring up loopback in their own network namespace
 )
 

@@ -31,6 +31,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from desktop_steer import STEER_SCENARIOS, STEER_SETUPS  # noqa: E402
+
 from desktop.app import AppOptions, DesktopApp, exit_when_threads_finish  # noqa: E402
 from protocol.methods import Method  # noqa: E402
 
@@ -309,15 +311,13 @@ def prompt(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     tool = {k: page.text(f"tool-{k}") for k in ("command", "status", "output")}
     page.send("/sleep 2 nap")
     page.wait_item(sid, "running")
-    page.send("are you there?")
-    page.wait(f"!{page.el('error-banner')}.hidden", "the busy error")
-    busy = {
-        "code": page.js(f"{page.el('error-banner')}.dataset.code"),
-        "text": page.text("error-banner"),
-    }
+    page.send("are you there?")  # queued while the turn runs, not refused as busy
+    queued = "[...document.querySelectorAll('[data-testid=queue-text]')].map(q => q.innerText)"
+    page.wait(f"{queued}.length === 1", "the queued message")
+    busy = {"queued": page.js(queued), "banner": page.visible("error-banner")}
     page.wait_text("transcript", "Slept 2 s. nap")
+    page.wait_text("transcript", "Echo: are you there?")
     page.wait_item(sid, "idle")
-    page.js(f"{page.el('error-banner')}.querySelector('.banner-close').click()")
 
     # Paging: a long session made by another client of the same sidecar.
     long_id = page.long_session(args.workspace, "Long one", 30)
@@ -1238,16 +1238,18 @@ def message_actions(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         "draft": page.js(f"{page.el('prompt-input')}.value"),
         "forked_from": page.host(Method.STATUS, {"sessionId": fork})["forkedFrom"],
     }
-    # Edit and resend in the original: the conversation goes back before turn 2.
+    # Edit and resend in the original, in place: the conversation goes back before turn 2.
     page.select(sid)
     page.wait_text("transcript", "Echo: second words")
     action(2, "msg-edit")
-    page.wait(f"!!{page.el('note-rewind')}", "the rewind marker")
-    page.wait(f"{page.el('prompt-input')}.value !== ''", "the message to edit")
-    seen["edit_draft"] = page.js(f"{page.el('prompt-input')}.value")
+    editor = f"{page.turn_el('user-turn', 2)}.querySelector('[data-testid=edit-input]')"
+    page.wait(f"!!{editor}", "the message to edit, in place")
+    seen["edit_draft"] = page.js(f"{editor}.value")
     seen["edit_focus"] = page.focused()
-    page.send("second words, edited")
+    page.js(f"{editor}.value = 'second words, edited'")
+    page.js(f"{page.turn_el('user-turn', 2)}.querySelector('[data-testid=edit-save]').click()")
     page.wait_text("transcript", "Echo: second words, edited")
+    page.wait(f"!!{page.el('note-rewind')}", "the rewind marker")
     page.wait_item(sid, "idle")
     return seen
 
@@ -2111,6 +2113,11 @@ def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
         f"!{review2}.querySelector('[data-testid=hunk]').dataset.verdict", "the mark forgotten"
     )
     return seen
+
+
+# Steering a running agent: the queue, edit and resend, the plan, notifications.
+SCENARIOS.update(STEER_SCENARIOS)
+SETUPS.update(STEER_SETUPS)
 
 
 def main() -> int:

@@ -140,7 +140,7 @@ def test_create_a_session_send_a_prompt_and_see_the_answer(tmp_path: Path) -> No
         "approve-reject_always",
     ]
     assert "Slept 2 s. nap" in r["transcript"]
-    assert r["busy"]["code"] == "-32042" and "busy" in r["busy"]["text"]
+    assert r["busy"] == {"queued": ["are you there?"], "banner": False}  # queued, not busy
     assert r["paging"] == {
         "first_page": 50,
         "older_button": True,
@@ -575,7 +575,7 @@ def test_retry_edit_and_resend_and_fork_on_a_user_message(tmp_path: Path) -> Non
     assert r["after_retry"] == ["first words", "second words", "first words"]
     assert r["fork"]["users"] == ["first words"] and r["fork"]["draft"] == "second words"
     assert r["fork"]["forked_from"]
-    assert r["edit_draft"] == "second words" and r["edit_focus"] == "prompt-input"
+    assert r["edit_draft"] == "second words" and r["edit_focus"] == "edit-input"
 
 
 @window_only
@@ -707,14 +707,18 @@ def test_window_settings_keep_theme_recent_folders_and_live_sessions_per_store(
     from desktop.settings import Settings
 
     settings = Settings(tmp_path)
-    assert settings.snapshot() == {"theme": "system", "recentFolders": []}
+    assert settings.snapshot() == {"theme": "system", "recentFolders": [], "notifications": True}
     settings.set_theme("dark")
     for folder in ("/a", "/b", "/a"):
         settings.add_recent(folder)
     settings.set_last_live("/data1", ["s1", "s2"])
     settings.set_last_live("/data2", ["s3"])
     again = Settings(tmp_path)
-    assert again.snapshot() == {"theme": "dark", "recentFolders": ["/a", "/b"]}
+    assert again.snapshot() == {
+        "theme": "dark",
+        "recentFolders": ["/a", "/b"],
+        "notifications": True,
+    }
     assert again.last_live("/data1") == ["s1", "s2"] and again.last_live("/data2") == ["s3"]
     assert again.last_live("/elsewhere") == []
     with pytest.raises(ValueError):

@@ -15,6 +15,9 @@
 //   details.js    the selected session's facts, settings, rules and actions
 //   transcript.js stored page + live part; tools.js its tool cards; consent.js approvals
 //   composer.js   sending, drafts, progress, what a rebuilt page comes back to
+//   queue.js      the queue above the composer, Send now, Stop and clear queue
+//   plan.js       the agent's plan, pinned above the composer
+//   attention.js  sessions waiting for you (count, title), focus, the notifications toggle
 //   turns.js, diff.js  per-turn changes and Rewind; line diffs
 //   review.js     a turn's file diffs reviewed hunk by hunk (Accept / Reject)
 //   branch.js     a worktree session's branch: its Changes view, Merge and Discard
@@ -27,7 +30,7 @@
   const store = AcpUi.store;
   const state = store.createState();
   const ui = { state, store };
-  const parts = ["dom", "bridge", "topbar", "sidebar", "dialogs", "details", "tools", "transcript", "consent", "composer", "review", "branch"];
+  const parts = ["dom", "bridge", "topbar", "sidebar", "dialogs", "details", "tools", "transcript", "consent", "composer", "queue", "plan", "attention", "review", "branch"];
   for (const part of parts) {
     for (const [name, value] of Object.entries(AcpUi[part](ui))) {
       if (name in ui) throw new Error(`${part}.js: "${name}" is defined twice`);
@@ -42,7 +45,10 @@
     const got = store.pushedState(state, p, Date.now());
     if (!got) return;
     ui.drawLearnt(got);
-    if (got.created) return;
+    if (got.created) return ui.renderAttention();
+    if (got.wasRunning && p.status !== "running") ui.turnEnded(p.sessionId);
+    else ui.renderAttention(); // an approval asked or settled
+    if (p.sessionId === state.selected) ui.renderStopClear();
     // A settled approval may have added a rule ("always"): the details show the rules.
     if (got.settled && p.sessionId === state.selected) ui.loadRules(p.sessionId);
     // A turn ended (or streamed text arrived while this page was loading): converge on the store.
@@ -117,7 +123,11 @@
     store.selectFirst(state);
     ui.renderSidebar();
     ui.renderDetails();
-    if (state.selected) await ui.loadTranscript(state.selected);
+    if (state.selected) {
+      await ui.loadTranscript(state.selected);
+      await steering(state.selected);
+    }
+    ui.renderAttention();
   }
 
   ui.select = async (sessionId, focus = true) => {
@@ -136,9 +146,19 @@
     $(".stored").replaceChildren();
     ui.renderSidebar();
     ui.renderDetails();
+    ui.renderQueue();
+    ui.renderPlan();
+    ui.renderAttention();
     await ui.loadTranscript(sessionId);
     ui.loadRules(sessionId);
+    await steering(sessionId);
   };
+
+  // The selected session's queue and plan, asked for (after a switch, a load, a rebuild).
+  async function steering(sessionId) {
+    await Promise.all([ui.loadQueue(sessionId), ui.loadPlan(sessionId)]);
+    if (state.selected === sessionId) ui.renderQueue();
+  }
 
   // After a rewind: the summary and the whole transcript again (a marker was appended).
   ui.afterRewind = async (sessionId) => {
@@ -192,6 +212,9 @@
     ui.wireSidebar();
     ui.wireTranscript();
     ui.wireBranch();
+    ui.wireQueue();
+    ui.wirePlan();
+    ui.wireAttention();
     document.addEventListener("focusin", (e) => {
       // The control to give the focus back to after a rebuild (not the Rebuild button).
       const testid = e.target && e.target.dataset ? e.target.dataset.testid : null;
@@ -220,6 +243,9 @@
     const settings = state.info.settings || {};
     store.restore(state, memory, settings);
     ui.applyTheme(settings.theme);
+    ui.renderNotifications(settings.notifications);
+    store.focusChanged(state, document.hasFocus());
+    ui.quietCall("set_focus", state.focused);
     ui.renderRecent();
     await refreshAll();
     ui.showDraft();

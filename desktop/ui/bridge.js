@@ -43,11 +43,14 @@
 
   function handle(event) {
     if (event.type === "notification" && event.method === "_session/state") ui.onState(event.params);
+    else if (event.type === "notification" && event.method === "session/update" && event.params.update && event.params.update.sessionUpdate === "plan") ui.onPlan(event.params);
     else if (event.type === "notification" && event.method === "session/update") ui.onUpdate(event.params);
+    else if (event.type === "notification" && event.method === "_session/queue_update") ui.onQueueUpdate(event.params);
     else if (event.type === "notification" && event.method === "_session/turn_changes") ui.turns.onTurnChanges(event.params);
     else if (event.type === "host") ui.onHost(event.event, event.data);
     else if (event.type === "bridge" && event.event === "auto_resumed") ui.onAutoResumed(event.data);
     else if (event.type === "bridge" && event.event === "prompt_failed") ui.onPromptFailed(event.data);
+    else if (event.type === "bridge" && event.event === "select_session") ui.onSelectSession(event.data);
   }
 
   // What was pushed before the first load finished, in order (then pushes go straight on).

@@ -1,7 +1,8 @@
-// The composer: sending a prompt (shown at once, given back if refused), Retry, edit and
-// resend, fork; drafts per session (kept on the Python side too, so a rebuilt page starts
-// with them); the "Working… 12 s" line; and what a rebuilt page comes back to
-// (selection, each transcript's scroll, the focus).
+// The composer: sending a prompt (shown at once, given back if refused; queued while a
+// turn runs, see queue.js), Retry, edit and resend in place (`_session/edit`), fork;
+// drafts per session (kept on the Python side too, so a rebuilt page starts with them);
+// the "Working… 12 s" line; and what a rebuilt page comes back to (selection, each
+// transcript's scroll, the focus).
 "use strict";
 
 (window.AcpUi = window.AcpUi || {}).composer = (ui) => {
@@ -14,6 +15,7 @@
     const text = input.value.trim();
     const sessionId = state.selected;
     if (!text || !sessionId) return;
+    if (store.shouldQueue(state, sessionId)) return ui.queueMessage(text, false); // waits its turn
     input.value = ""; // at once, so typing the next message is never wiped by this answer
     setDraft(sessionId, "");
     input.focus();
@@ -40,17 +42,82 @@
     await send();
   }
 
-  async function editAndResend(m) {
+  // Edit and resend, in place: the message becomes an editor; Save sends the edited text
+  // as `_session/edit` (the conversation, or the conversation and the code, back to
+  // before that turn, then the new turn, as one step). The earlier turns stay in the
+  // transcript, behind the rewind's marker; the new turn streams below it.
+  function editAndResend(m, node) {
+    const bubble = node.querySelector(".msg.user");
+    if (!bubble || node.querySelector("[data-testid=edit-form]")) return;
+    const area = el("textarea", { class: "edit-input", "data-testid": "edit-input", rows: "3", "aria-label": `Edit turn ${m.turn}` });
+    area.value = m.text;
+    const scope = el(
+      "select",
+      { "data-testid": "edit-scope", "aria-label": "What goes back" },
+      el("option", { value: "conversation", text: "conversation only" }),
+      el("option", { value: "both", text: "conversation and code" }),
+    );
+    const cancel = () => {
+      form.remove();
+      bubble.hidden = false;
+    };
+    const form = el(
+      "form",
+      { class: "edit-form", "data-testid": "edit-form", "aria-label": `Edit turn ${m.turn} and resend` },
+      area,
+      el(
+        "div",
+        { class: "edit-actions" },
+        el("label", { class: "inline", text: "Rewind " }, scope),
+        el("button", { type: "button", class: "ghost small", "data-testid": "edit-cancel", text: "Cancel", onclick: cancel }),
+        el("button", { type: "submit", class: "primary small", "data-testid": "edit-save", text: "Save and resend" }),
+      ),
+    );
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      saveEdit(m, area.value, scope.value, form);
+    });
+    area.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") {
+        e.preventDefault();
+        e.stopPropagation();
+        cancel();
+      } else if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        form.requestSubmit();
+      }
+    });
+    bubble.hidden = true;
+    bubble.after(form);
+    area.focus();
+  }
+
+  async function saveEdit(m, text, scope, form) {
     const sessionId = state.selected;
-    if (!sessionId) return;
-    const done = await ui.call("rewind", sessionId, m.turn, "conversation", false, false);
-    if (!done) return;
-    await ui.afterRewind(sessionId);
-    const input = byId("prompt-input");
-    input.value = m.text;
-    setDraft(sessionId, m.text);
-    input.focus();
-    ui.showNotice(`The conversation is back to before turn ${m.turn}: edit the message and send it.`);
+    if (!text.trim() || !sessionId) return;
+    const pending = el("div", { class: "msg user pending", "data-testid": "pending-user", text: text.trim() });
+    ui.liveAppend(pending);
+    markRunning(sessionId);
+    const result = await ui.call("edit_resend", sessionId, m.turn, text.trim(), scope);
+    if (!result) {
+      pending.remove(); // refused: the editor stays, with the text
+      store.promptRefused(state, sessionId);
+      updateWorking();
+      return;
+    }
+    state.lastPrompt.set(sessionId, text.trim());
+    if (scope === "both") {
+      ui.showNotice(`Turn ${m.turn} edited and sent again; the files went back to before it.`, {
+        label: "Undo code rewind",
+        run: async () => {
+          if (await ui.call("rewind", sessionId, null, "code", false, false)) ui.showNotice("The code rewind was undone.");
+        },
+      });
+    }
+    const bubble = form.previousElementSibling;
+    if (bubble) bubble.hidden = false; // the earlier message stays, behind the marker
+    form.remove();
+    byId("prompt-input").focus();
   }
 
   async function forkAt(m) {
@@ -141,6 +208,7 @@
   // "Working… 12 s" while the selected session's turn runs; "Waiting for approval" while
   // a permission request waits for the user.
   function updateWorking() {
+    ui.renderStopClear(); // Send reads "Queue" while a turn runs
     const node = byId("working");
     const now = store.working(state, Date.now());
     if (!now) {
@@ -157,15 +225,13 @@
     byId("prompt-input").addEventListener("input", onDraftInput);
     byId("transcript").addEventListener("scroll", () => remember(), { passive: true });
     byId("prompt-input").addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) send(e);
-    });
-    byId("stop").addEventListener("click", () => {
-      if (!state.selected) return;
-      ui.call("cancel", state.selected);
-      byId("prompt-input").focus();
+      if (e.key !== "Enter" || e.shiftKey || e.isComposing) return;
+      e.preventDefault();
+      if (e.ctrlKey || e.metaKey) ui.sendNow(); // cancel the running turn, run this next
+      else send(e);
     });
     byId("retry-turn").addEventListener("click", retry);
   }
 
-  return { resendText, editAndResend, forkAt, setDraft, showDraft, viewMemory, remember, rebuild, updateWorking, wireComposer: wire };
+  return { sendPrompt: send, resendText, editAndResend, forkAt, setDraft, showDraft, viewMemory, remember, rebuild, updateWorking, wireComposer: wire };
 };

@@ -114,6 +114,7 @@
         "div",
         { class: "item-row" },
         el("span", { class: "item-title", text: s.title, title: s.title }),
+        store.waitingFor(state, s) === "unseen" ? el("span", { class: "item-unseen", "data-testid": "session-unseen", text: "●", title: "a turn ended since you last looked", "aria-label": "new reply" }) : null,
         agent ? el("span", { class: "item-agent", "data-testid": "session-agent", text: agent, title: `agent: ${agent}` }) : null,
         status,
       ),

@@ -25,16 +25,17 @@
 "use strict";
 
 ((root, factory) => {
-  // The transcript's, the agents' and the review's reducers are in store_transcript.js,
-  // store_agents.js and store_review.js (loaded first by index.html).
+  // The transcript's, the agents', the review's and the steering's reducers are in
+  // store_transcript.js, store_agents.js, store_review.js and store_steer.js (loaded first
+  // by index.html).
   const node = typeof module === "object" && module.exports;
   const parts = node
-    ? ["./store_transcript.js", "./store_agents.js", "./store_review.js"].map((f) => require(f))
-    : [root.AcpUi.storeTranscript, root.AcpUi.storeAgents, root.AcpUi.storeReview];
+    ? ["./store_transcript.js", "./store_agents.js", "./store_review.js", "./store_steer.js"].map((f) => require(f))
+    : [root.AcpUi.storeTranscript, root.AcpUi.storeAgents, root.AcpUi.storeReview, root.AcpUi.storeSteer];
   const store = factory(...parts);
   if (node) module.exports = store;
   else (root.AcpUi = root.AcpUi || {}).store = store;
-})(typeof self !== "undefined" ? self : this, (transcript, agents, review) => {
+})(typeof self !== "undefined" ? self : this, (transcript, agents, review, steer) => {
   const SIDEBAR_PAGE = 100; // sidebar items drawn per page
 
   function createState() {
@@ -68,6 +69,7 @@
       agentsAsked: 0, // counts the asks for the agent list (a late answer is dropped)
       branch: null, // the branch's Changes view shown (store_review.js)
       review: new Map(), // reviewKey -> "accepted" | "rejected": the hunks reviewed here
+      ...steer.steerState(), // queues, plans, sessions waiting for the user (store_steer.js)
     };
   }
 
@@ -218,6 +220,8 @@
     state.orphans = [];
     state.rewind = null;
     state.branch = null;
+    state.queueEditing = null;
+    steer.looked(state);
   }
 
   // After a full load: the first session, when none is selected.
@@ -282,6 +286,7 @@
     state.scroll = { ...((memory && memory.scroll) || {}) };
     state.selected = (memory && memory.selected) || null; // dropped by listArrived if it is gone
     state.recent = (settings && settings.recentFolders) || [];
+    state.unseen = new Set((memory && memory.unseen) || []);
   }
 
   function addRecent(state, cwd) {
@@ -363,7 +368,7 @@
   }
 
   return {
-    ...transcript, ...agents, ...review, SIDEBAR_PAGE, createState, isNewer, learn, pushedState,
+    ...transcript, ...agents, ...review, ...steer, SIDEBAR_PAGE, createState, isNewer, learn, pushedState,
     listAsked, listArrived, searchArrived, clearFilter, removed, visibleSessions, showMore, quickMatches, selected, select,
     selectFirst, rewindPlanned, rewindCleared, retryText, setDraft, draft, rememberScroll,
     scrollFor, memory, restore, addRecent, configWanted, configArrived, usage, markRunning,

@@ -58,7 +58,7 @@
         "div",
         { class: "msg-actions", role: "group", "aria-label": `Actions for turn ${m.turn}` },
         act("msg-retry", "Retry", "Send this message again", () => ui.resendText(m.text)),
-        act("msg-edit", "Edit", "Edit and resend: the conversation goes back to before this message", () => ui.editAndResend(m)),
+        act("msg-edit", "Edit", "Edit and resend: the conversation (or the code too) goes back to before this message", () => ui.editAndResend(m, node)),
         act("msg-fork", "Fork", "Fork: a new session with the conversation before this message", () => ui.forkAt(m)),
       ),
     );
