@@ -193,23 +193,15 @@ def _why_create(m: Measured, create: dict[str, float], floor: float) -> str:
 
 
 def _why_diff(m: Measured, diff: dict[str, float], floor: float) -> str:
-    extra = diff[OURS] - diff[PLAIN]
-    both = diff[PLAIN] + diff[STATUS]
+    extra = diff[SESSION] - diff[PLAIN]
     return (
-        f"Ours adds {fmt(extra)} ms to plain git's {fmt(diff[PLAIN])} ms, in "
-        f"{len(m.diff_trace)} git processes ({summary(m.diff_trace)}; the merge-base runs "
-        f"beside the staging; one process is about {fmt(floor)} ms here). Plain "
-        f"`git diff base...branch` compares two trees and never looks at the worktree; "
-        f"ours shows the worktree's uncommitted and untracked work too (what a session "
-        f"leaves before it commits), which takes one pass over all {m.files:,} files "
-        f"(`add -A` into a scratch copy of the index: an lstat per file and a listing per "
-        f"directory), as `git status` does ({fmt(diff[STATUS])} ms in the same rounds). "
-        f"Plain git's diff plus that pass is {fmt(both)} ms: ours is "
-        f"{fmt_ratio(div(diff[OURS], both))} of it; the rest is the diff of the index "
-        f"against the merge-base (every index entry compared, where two trees share "
-        f"subtrees) and parsing {m.changed_hunks} hunks with their ids. A watcher "
-        "(fsmonitor) could skip the pass; without one, 1.5× a tree-only diff is below "
-        "what any diff that includes the worktree can cost at this size."
+        f"A live session's diff adds {fmt(extra)} ms to plain git's {fmt(diff[PLAIN])} ms, "
+        f"in {len(m.diff_trace)} git process(es) ({summary(m.diff_trace)}; one process is "
+        f"about {fmt(floor)} ms here) and the parsing of {m.changed_hunks} hunks with their "
+        "ids. It compares in the worktree only the paths its watch saw change; when the "
+        "watch cannot say it falls back to the whole-tree diff "
+        f"({fmt(diff[OURS])} ms: one pass over all {m.files:,} files, as `git status` "
+        f"takes {fmt(diff[STATUS])} ms in the same rounds)."
     )
 
 
