@@ -2037,6 +2037,28 @@ def poem(**changed: str) -> str:
 
 
 @scenario
+def instruction_files(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """The details list the AGENTS.md files the builtin agent read, with their sizes (a
+    binary one as left out), and follow a change to them."""
+    workspace = Path(args.workspace)
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)  # read up to its root
+    (workspace / "AGENTS.md").write_text("Use tabs.\n")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "AGENTS.md").write_bytes(b"\x00\x01binary")
+    page.ready()
+    page.create_session(str(workspace / "sub"), "Instructions")
+    listed = (
+        "[...document.querySelectorAll('[data-testid=instruction-file]')].map(f => f.innerText)"
+    )
+    page.wait(f"{listed}.length === 2", "the instruction files")
+    first = page.js(listed)
+    (workspace / "AGENTS.md").write_text("Use tabs, always.\n")
+    page.send("hello")
+    page.wait(f"{listed}.some(t => t.includes('18 bytes'))", "the re-read file")
+    return {"first": first, "after": page.js(listed), "shown": page.visible("instruction-files")}
+
+
+@scenario
 def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     """A turn's diff card reviewed hunk by hunk: keys move between hunks, `a` keeps one,
     `r` reverts another on disk (the card is drawn again), and a hunk whose lines changed

@@ -877,3 +877,13 @@ def test_a_turns_hunks_are_accepted_and_rejected_one_by_one_with_the_keyboard(
     assert "overwriting later changes" in r["forced_notice"]
     assert r["forced_on_disk"] == text(two="TWO")
     assert r["undone_on_disk"] == text(two="TWO", ten="ten, by the user")
+
+
+@window_only
+def test_the_details_list_the_project_instruction_files_the_agent_read(tmp_path: Path) -> None:
+    r = run_driver("instruction_files", tmp_path)
+    assert r["shown"] is True
+    root, nested = r["first"]
+    assert root.endswith("AGENTS.md · 10 bytes") and "sub" not in root
+    assert "sub/AGENTS.md" in nested and "left out" in nested
+    assert any(text.endswith("AGENTS.md · 18 bytes") for text in r["after"])

@@ -31,6 +31,7 @@
     byId("sandbox-select").value = s.sandbox || "workspace";
     byId("sandbox-select").disabled = !settable;
     renderMcp(s);
+    renderInstructions(s);
     byId("effective-sandbox").textContent =
       s.sandboxProblem ? `⚠ unavailable: ${s.sandboxProblem}` : s.effectiveSandbox !== s.sandbox ? `(runs ${s.effectiveSandbox} in ${s.mode} mode)` : "";
     const lastError = byId("detail-error");
@@ -97,6 +98,19 @@
             : null,
         ),
       ),
+    );
+  }
+
+  // The AGENTS.md / CLAUDE.md files the builtin agent read into its prompt (the summary's
+  // `instructions`): each with its size, and whether it was cut or left out and why.
+  function renderInstructions(s) {
+    const files = s.instructions || [];
+    byId("instruction-files").hidden = files.length === 0;
+    byId("instruction-list").replaceChildren(
+      ...files.map((file) => {
+        const note = file.skipped ? ` — left out: ${file.skipped}` : file.cut ? " — cut to fit" : "";
+        return el("li", { "data-testid": "instruction-file", "data-path": file.path, text: `${file.path} · ${file.bytes.toLocaleString()} bytes${note}` });
+      }),
     );
   }
 
