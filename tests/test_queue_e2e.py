@@ -308,3 +308,27 @@ async def test_a_waiting_prompt_is_answered_when_its_session_closes(tmp_path: Pa
         assert [i["prompt"][0]["text"] for i in kept["queue"]] == ["never run"]
     finally:
         await sidecar.close()
+
+
+async def test_a_queued_mention_is_read_when_its_turn_comes(tmp_path: Path) -> None:
+    sidecar = await Sidecar.start(tmp_path / "data")
+    try:
+        (tmp_path / "notes.md").write_text("the-mentioned-text-42\n")
+        sid = (await sidecar.new_session(tmp_path))["sessionId"]
+        first = sidecar.prompt_task(sid, "/sleep 1 first")
+        await running(sidecar, sid)
+        link = {
+            "type": "resource_link",
+            "name": "notes.md",
+            "uri": (tmp_path / "notes.md").as_uri(),
+        }
+        await sidecar.call(
+            "_session/queue", {"sessionId": sid, "prompt": [*blocks("look at"), link]}
+        )
+        (tmp_path / "notes.md").write_text("the-text-at-its-turn-43\n")  # read then, not now
+        await first
+        await until_idle_and_empty(sidecar, sid)
+        texts = await user_texts(sidecar, sid)
+        assert "the-text-at-its-turn-43" in texts[-1] and texts[-1].startswith("look at")
+    finally:
+        await sidecar.close()

@@ -19,8 +19,7 @@ import asyncio
 import json
 import math
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from protocol.methods import Method
 from protocol.models import ListSessionsWithMeta, NewSessionWithMeta, WorktreeMeta
@@ -48,12 +47,9 @@ from sidecar.agent.providers.catalog import ModelCatalog
 from sidecar.core.manager import NewSession, SessionManager
 from sidecar.core.views import SessionView
 from sidecar.core.worktree_place import WorktreeRequest
-from sidecar.domain.agent_options import BUILTIN
 from sidecar.domain.agent_options import PREFIX as AGENT_PREFIX
 from sidecar.domain.errors import InvalidInput
 from sidecar.domain.events import Origin
-from sidecar.domain.prompts import UserPrompt, text_of
-from sidecar.fs.mentions import MENTION_MAX, file_path, read_mention
 from sidecar.store.base import ListCursor
 from sidecar.wire.summary import summary
 
@@ -69,7 +65,6 @@ if TYPE_CHECKING:
     )
 
 LIST_PAGE = 100
-MENTIONS_MAX: Final = 256 * 1024  # bytes of mentioned files inlined into one prompt
 REPLAY_PAGE = 500
 # A cursor is "c", the last entry's row number, "_" and its updated_at (exact: repr).
 CURSOR_DIGITS = 18  # ours never have more digits
@@ -131,30 +126,6 @@ def decode_cursor(cursor: str | None) -> ListCursor | None:
     if not math.isfinite(updated_at):
         raise refused
     return updated_at, int(digits)
-
-
-def _linked_file(block: object) -> str | None:
-    """The uri of a `resource_link` to a local file (an `@` mention), else None."""
-    uri = getattr(block, "uri", None)
-    if getattr(block, "type", None) != "resource_link" or not isinstance(uri, str):
-        return None
-    return uri if file_path(uri) is not None else None
-
-
-def mentions_files(request: PromptRequest) -> bool:
-    """Whether the prompt links a local file: then it is read for the model."""
-    return any(_linked_file(block) is not None for block in request.prompt)
-
-
-def prompt_text(request: PromptRequest, mention: Callable[[str], str] | None = None) -> str:
-    """The prompt's blocks as the model's text. `mention` reads a linked local file (uri ->
-    text, `fs/mentions.py`); without it a link is a reference line, as for any other uri.
-    Blocking when `mention` reads: run it in a thread."""
-
-    def linked(uri: str) -> str | None:
-        return mention(uri) if mention is not None and file_path(uri) is not None else None
-
-    return text_of(blocks_of(request), linked)
 
 
 class AcpHandlers:
@@ -346,47 +317,19 @@ class AcpHandlers:
         return result
 
     async def session_prompt(self, request: PromptRequest) -> PromptResponse:
-        if mentions_files(request):
-            text = await asyncio.to_thread(
-                prompt_text, request, await self._mention_reader(request.session_id)
-            )
-        else:
-            text = prompt_text(request)
-        command = sidecar_command(text)
+        blocks = blocks_of(request)
+        message = await self.manager.read_prompt(request.session_id, blocks)
+        command = sidecar_command(message.text)
         if command is not None:
             return await self.extensions.run_command(request.session_id, *command)
         if (request.field_meta or {}).get("queue") is True:
             # Queued behind the running turn (or run at once), answered when its turn ends.
-            _, _, waiter = await self.manager.queue.add(
-                request.session_id, blocks_of(request), wait=True
-            )
+            _, _, waiter = await self.manager.queue.add(request.session_id, blocks, wait=True)
             assert waiter is not None
             outcome = await waiter
         else:
-            message = UserPrompt(text, tuple(blocks_of(request)))
             outcome = await self.manager.prompt(request.session_id, message, Origin.ACP)
         return prompt_response(outcome)
-
-    async def _mention_reader(self, session_id: str) -> Callable[[str], str] | None:
-        """How the session's engine gets a mentioned file: the builtin one its contents
-        (read from the session's cwd, at most `MENTIONS_MAX` in all), an external agent the
-        link as a reference line (it reads files itself, with its own tools)."""
-        record = (await self.manager.view(session_id)).record
-        if record.agent != BUILTIN:
-            return None
-        left = MENTIONS_MAX
-
-        def read(uri: str) -> str:
-            nonlocal left
-            if left <= 0:
-                return f"[mentioned {uri}: not inlined: the prompt's mentions are over {MENTIONS_MAX // 1024} KiB]"
-            text = read_mention(
-                uri, record.cwd, limit=min(MENTION_MAX, left), hidden=self.manager.hidden_dirs
-            )
-            left -= len(text.encode())
-            return text
-
-        return read
 
     async def session_cancel(self, request: CancelNotification) -> dict[str, Any]:
         """`_meta.clearQueue: true` empties the session's queue too (else it is paused)."""

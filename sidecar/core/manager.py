@@ -35,6 +35,7 @@ from sidecar.core.hunk_revert import HunkRevert
 from sidecar.core.library import EXPORT_PAGE, FORK_TITLE_MAX, SessionLibrary
 from sidecar.core.lifecycle import ManagerDeps, NewSession, SessionLifecycle
 from sidecar.core.output_spools import OutputPage
+from sidecar.core.prompt_reading import read_prompt
 from sidecar.core.queries import MAX_TURN_PAGE, SessionQueries, TurnPage
 from sidecar.core.queue import SessionQueue
 from sidecar.core.registry import KeyedLock, RuntimeRegistry
@@ -49,6 +50,7 @@ from sidecar.core.views import (
 )
 from sidecar.core.worktree_orphans import KnownRepos
 from sidecar.core.worktree_sessions import SessionWorktrees
+from sidecar.domain.agent_options import BUILTIN
 from sidecar.domain.errors import InvalidInput, SessionBusy, SessionNotLive
 from sidecar.domain.events import Origin
 from sidecar.domain.files import TurnChanges
@@ -143,6 +145,14 @@ class SessionManager:
 
     async def output(self, session_id: str, call_id: str, offset: int, limit: int) -> OutputPage:
         return await self._queries.output(session_id, call_id, offset, limit)
+
+    async def read_prompt(self, session_id: str, blocks: Sequence[dict[str, Any]]) -> UserPrompt:
+        """The turn's user message from the client's blocks: the builtin engine's model
+        gets `@`-mentioned files' text; an external agent keeps the links."""
+        record = (await self.view(session_id)).record
+        return await read_prompt(
+            blocks, cwd=record.cwd, hidden=self.hidden_dirs, reads_files=record.agent == BUILTIN
+        )
 
     async def image(self, session_id: str, digest: str) -> ImageData:
         """An image of the session's transcript (its id is the digest of its bytes: who

@@ -56,6 +56,8 @@ class QueueOwner(Protocol):
         self, session_id: str, action: str, generation: int | None = None
     ) -> SessionRuntime: ...
 
+    async def read_prompt(self, session_id: str, blocks: Sequence[Block]) -> UserPrompt: ...
+
 
 class SessionQueue:
     def __init__(self, owner: QueueOwner) -> None:
@@ -207,7 +209,8 @@ class SessionQueue:
             if queue.paused and first.id not in self._next:
                 return False
             try:
-                task = runtime.turns.start_prompt(UserPrompt.of(first.prompt), Origin.QUEUE)
+                message = await self._owner.read_prompt(session_id, first.prompt)
+                task = runtime.turns.start_prompt(message, Origin.QUEUE)
             except SessionBusy:
                 return True  # another turn came first: wait for it, then look again
             except InvalidInput as exc:  # the engine takes no such content: it is dropped
