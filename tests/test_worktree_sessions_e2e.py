@@ -298,3 +298,30 @@ async def test_a_fork_of_a_worktree_session_has_no_worktree_of_its_own(
         assert Path(opened["_meta"]["worktree"]["path"]).is_dir()
     finally:
         await sidecar.close()
+
+
+async def test_a_worktree_belongs_to_the_host_that_made_it(tmp_path: Path, repo: Path) -> None:
+    data = tmp_path / "data"
+    alpha = await Sidecar.start(data, "--host-id", "alpha", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(alpha, repo, True)
+        sid, path = opened["sessionId"], opened["_meta"]["worktree"]["path"]
+        await alpha.call("session/close", {"sessionId": sid})
+    finally:
+        await alpha.close()
+    # The same store read by another host (a shared PostgreSQL, here the same file).
+    beta = await Sidecar.start(data, "--host-id", "beta", env=GIT_ENV)
+    try:
+        with pytest.raises(RpcError) as caught:
+            await beta.call("session/resume", {"sessionId": sid, "cwd": path})
+        assert "on host alpha" in str(caught.value) and "beta" in str(caught.value)
+        listed = (await beta.call("session/list", {}))["sessions"]
+        (row,) = [s for s in listed if s["sessionId"] == sid]
+        assert row["_meta"]["status"] == "closed"  # nothing half started
+        with pytest.raises(RpcError) as caught:
+            await beta.call("session/delete", {"sessionId": sid})
+        assert "on host alpha" in str(caught.value)
+        await beta.call("session/delete", {"sessionId": sid, "_meta": {"removeWorktree": True}})
+        assert Path(path).is_dir()  # on alpha's disk: left there, never touched from here
+    finally:
+        await beta.close()

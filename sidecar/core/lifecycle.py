@@ -223,7 +223,7 @@ class SessionLifecycle:
             async with self.locks.hold(record.session_id):
                 await self.store.insert(record)
                 return await self.start(record)
-        info = await worktree_place.make(cwd, record.session_id, spec.worktree)
+        info = await worktree_place.make(cwd, record.session_id, spec.worktree, self._leases.host)
         await self.known_repos.add(info.repo)
         record = record.replace(cwd=info.path, worktree=info.to_json())
         async with self.locks.hold(record.session_id):
@@ -237,7 +237,7 @@ class SessionLifecycle:
 
     async def _unmake(self, info: WorktreeInfo, session_id: str) -> None:
         try:
-            await worktree_place.release(info, session_id, force=True)
+            await worktree_place.release(info, session_id, self._leases.host, force=True)
         except InvalidState as exc:  # reported by `_session/worktree/orphans`
             log.warning(
                 "the worktree of session %s that was never stored stays: %s", session_id, exc
@@ -289,6 +289,11 @@ class SessionLifecycle:
         if record.status in LIVE_STATES:
             raise RuntimeLive(session_id, "resume")
         check_transition(session_id, record.status, Status.CREATING)
+        info = WorktreeInfo.from_json(record.worktree)
+        if info is not None:
+            # On this host, its directory there (recreated when it was removed): checked
+            # before a generation begins, so a refusal leaves the record as it was.
+            await worktree_place.ensure(info, session_id, self._leases.host)
         record = await self.store.begin_generation(
             session_id,
             record.generation,
@@ -300,10 +305,6 @@ class SessionLifecycle:
         return await self.start(record)
 
     async def start(self, record: SessionRecord) -> SessionView:
-        info = WorktreeInfo.from_json(record.worktree)
-        if info is not None:
-            # On this host, its directory there (recreated when it was removed).
-            await worktree_place.ensure(info, record.session_id)
         stream = self.events.stream(record.session_id)
         runtime = SessionRuntime(record, self._deps.runtime, stream)
         self._registry.add(runtime)
@@ -370,7 +371,9 @@ class SessionLifecycle:
                 raise RuntimeLive(session_id, "delete")
             worktree = WorktreeInfo.from_json(record.worktree)
             if worktree is not None:
-                await worktree_place.release(worktree, session_id, force=remove_worktree)
+                await worktree_place.release(
+                    worktree, session_id, self._leases.host, force=remove_worktree
+                )
             await self.store.delete(session_id)
             self.events.forget(session_id)
             runtime = self._deps.runtime

@@ -4,14 +4,14 @@ in it, asked how it stands (`sidecar/worktrees` does the git).
 Where a worktree goes: next to its repository, `<repo>.worktrees/<short id>` (not under
 the data dir: the sandbox hides that from the agent's commands, and checkpoints refuse
 it). Close keeps it; resume reuses it, or recreates it from its branch when its
-directory was removed by hand; it belongs to the host whose disk holds it.
+directory was removed by hand; it belongs to the host whose disk holds it (the sidecar's host id, `--host-id`, as in
+leases).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import platform
 from dataclasses import dataclass
 from typing import Final
 
@@ -32,15 +32,11 @@ class WorktreeRequest:
     base: str | None = None
 
 
-def this_host() -> str:
-    return platform.node() or "localhost"
-
-
 def short_id(session_id: str) -> str:
     return session_id.removeprefix("sess_")[:8]
 
 
-async def make(cwd: str, session_id: str, request: WorktreeRequest) -> WorktreeInfo:
+async def make(cwd: str, session_id: str, request: WorktreeRequest, host: str) -> WorktreeInfo:
     """The session's worktree, made now; InvalidInput naming `worktree` (or its branch,
     base or path) when it cannot be."""
     try:
@@ -61,20 +57,19 @@ async def make(cwd: str, session_id: str, request: WorktreeRequest) -> WorktreeI
         )
     except worktrees.InvalidWorktree as exc:
         raise InvalidInput(f"worktree.{exc.field}", exc.reason) from None
-    return WorktreeInfo(made.repo, made.path, made.branch, made.base, this_host())
+    return WorktreeInfo(made.repo, made.path, made.branch, made.base, host)
 
 
 def tree(info: WorktreeInfo, owner: str = "") -> worktrees.Worktree:
     return worktrees.Worktree(info.repo, info.path, info.branch, info.base, owner)
 
 
-async def ensure(info: WorktreeInfo, session_id: str) -> None:
+async def ensure(info: WorktreeInfo, session_id: str, host: str) -> None:
     """Before a runtime starts in it: on this host, and its directory there (recreated
     from the branch when it was removed by hand)."""
-    if info.host != this_host():
+    if info.host != host:
         raise InvalidState(
-            f"the session's worktree is on host {info.host}, not this one ({this_host()}): "
-            "resume it there"
+            f"the session's worktree is on host {info.host}, not this one ({host}): resume it there"
         )
     if not await asyncio.to_thread(os.path.isdir, info.path):
         await worktrees.recreate(tree(info, session_id))
@@ -89,11 +84,11 @@ async def state(info: WorktreeInfo) -> WorktreeState | None:
     return WorktreeState(found.ahead, found.behind, found.dirty)
 
 
-async def release(info: WorktreeInfo, session_id: str, *, force: bool) -> None:
+async def release(info: WorktreeInfo, session_id: str, host: str, *, force: bool) -> None:
     """At delete: a worktree with work not merged (commits ahead of its base, or changes
     not committed) is refused unless `force`; otherwise the worktree and its branch go
     with the session (nothing of it is lost that was not merged)."""
-    if info.host != this_host():
+    if info.host != host:
         if force:
             return  # on another host's disk: the record goes, the worktree stays there
         raise InvalidState(
