@@ -145,6 +145,8 @@ window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice, revi
   // A user's message, with its Rewind menu when it has a turn number.
   function userMessage(m) {
     const bubble = el("div", { class: "msg user", text: m.text });
+    const images = state.transcript && ui.storedImages(state.transcript.sessionId, m.images);
+    if (images) bubble.append(images);
     if (m.turn === null || m.turn === undefined) return bubble;
     const trigger = el("button", {
       type: "button",
