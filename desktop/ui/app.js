@@ -171,7 +171,7 @@
 
   ui.turns = window.Turns({
     call: ui.call, quietCall: ui.quietCall, el: ui.el, state, store, onRewound: ui.afterRewind,
-    showNotice: ui.showNotice, reviewFile: ui.reviewFile,
+    showNotice: ui.showNotice, reviewFile: ui.reviewFile, storedImages: ui.storedImages,
   });
 
   // ---- the page's own keys and events --------------------------------------------------
