@@ -10,6 +10,7 @@ import argparse
 import base64
 import json
 import struct
+import urllib.request
 import zlib
 from pathlib import Path
 from typing import Any
@@ -103,11 +104,8 @@ def mention_popup(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     return seen
 
 
-def image_paste(page: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """A pasted PNG becomes a chip; sending it to the offline provider is refused next to
-    the composer, the text and the chip kept; the chip can be removed."""
-    page.ready()
-    page.create_session(args.workspace, "Images")
+def _paste_png(page: Any) -> None:
+    """A synthetic paste of a 2x2 PNG into the composer (a DataTransfer holding a File)."""
     data = base64.b64encode(png()).decode()
     page.js(
         f"(() => {{ const bytes = Uint8Array.from(atob('{data}'), c => c.charCodeAt(0));"
@@ -117,6 +115,37 @@ def image_paste(page: Any, args: argparse.Namespace) -> dict[str, Any]:
         " {clipboardData: dt, bubbles: true, cancelable: true})); })()"
     )
     page.wait(f"{CHIPS} === 1", "the image chip")
+
+
+def image_stored(page: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """With a provider that takes images, a pasted PNG is sent, the chip goes, and the
+    stored user entry shows it as a thumbnail fetched with `_session/image`."""
+    page.ready()
+    sid = page.create_session(args.workspace, "Stored image")
+    _paste_png(page)
+    page.send("look at this")
+    page.wait_text("transcript", "echo: look at this")
+    page.wait_item(sid, "idle")
+    thumb = "document.querySelector('.stored [data-testid=msg-image] img')"
+    page.wait(f"{thumb} && {thumb}.complete && {thumb}.naturalWidth === 2", "the thumbnail")
+    with urllib.request.urlopen(f"{args.provider_url}/_requests", timeout=5) as response:
+        body = json.loads(response.read())["requests"][-1]["body"]
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    return {
+        "model_got": [p["type"] for p in users[-1]["content"]],
+        "chips_after": page.js(CHIPS),
+        "src": page.js(f"{thumb}.getAttribute('src').slice(0, 22)"),
+        "size": page.js(f"[{thumb}.naturalWidth, {thumb}.naturalHeight]"),
+        "composer_error": page.visible("composer-error"),
+    }
+
+
+def image_paste(page: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """A pasted PNG becomes a chip; sending it to the offline provider is refused next to
+    the composer, the text and the chip kept; the chip can be removed."""
+    page.ready()
+    page.create_session(args.workspace, "Images")
+    _paste_png(page)
     thumb = "document.querySelector('[data-testid=attach-chip] img')"
     seen: dict[str, Any] = {
         "thumb": page.js(f"{thumb}.getAttribute('src').slice(0, 22)"),
@@ -138,4 +167,4 @@ def image_paste(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     return seen
 
 
-COMPOSE_SCENARIOS = {f.__name__: f for f in (mention_popup, image_paste)}
+COMPOSE_SCENARIOS = {f.__name__: f for f in (mention_popup, image_paste, image_stored)}

@@ -2143,6 +2143,7 @@ SCENARIOS.update(STEER_SCENARIOS)
 SETUPS.update(STEER_SETUPS)
 # The composer's attachments: the `@` popup, pasted images.
 SCENARIOS.update(COMPOSE_SCENARIOS)
+SETUPS["image_stored"] = provider_with_two_models  # a provider that takes images
 
 
 def main() -> int:

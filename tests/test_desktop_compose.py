@@ -39,3 +39,11 @@ def test_a_pasted_image_is_a_chip_and_its_refusal_shows_by_the_composer(
     assert r["chips_kept"] == 1 and r["pending_gone"] is True
     assert r["attachments_hidden"] is True
     assert "mimeType" in r["bad_block"]["error"]["message"]
+
+
+@window_only
+def test_a_sent_image_is_shown_in_the_stored_user_entry(tmp_path: Path) -> None:
+    r = run_driver("image_stored", tmp_path)  # the fake Chat Completions server takes images
+    assert "image_url" in r["model_got"] and "text" in r["model_got"]
+    assert r["chips_after"] == 0 and r["composer_error"] is False
+    assert r["src"] == "data:image/png;base64," and r["size"] == [2, 2]
