@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from desktop import mcp_servers, render, sessions
+from desktop.bridge_compose import ComposeCalls, ComposeInput, attached
 from desktop.bridge_review import ReviewCalls
 from desktop.bridge_steer import SteerCalls
 from desktop.client import RpcError, SidecarGone
@@ -126,10 +127,10 @@ def _worktree(value: Any) -> bool | dict[str, str] | str | None:
     return place or True
 
 
-class Bridge(ReviewCalls, SteerCalls):
+class Bridge(ReviewCalls, SteerCalls, ComposeCalls):
     """The js_api of one page (one per window, so a page can say which one it is); the
     worktree and review calls are ReviewCalls', the queue, edit, plan and notification
-    calls SteerCalls'."""
+    calls SteerCalls', `@` completion and stored images ComposeCalls'."""
 
     def __init__(self, app: DesktopApp, page_id: str) -> None:
         self._app = app
@@ -452,8 +453,9 @@ class Bridge(ReviewCalls, SteerCalls):
         result = self._request(Method.AGENTS, {})
         return result if "error" in result else result.get("agents", [])
 
-    def prompt(self, session_id: str, text: str) -> Any:
+    def prompt(self, session_id: str, text: str, attachments: list[Any] | None = None) -> Any:
         """Start a turn; answers once it is refused, finished, or clearly running.
+        `attachments`: `resource_link` and `image` blocks sent beside the text.
 
         A turn can run for minutes, so the page is not kept waiting: its progress
         arrives as pushed notifications, and a late failure as a `prompt_failed` push.
@@ -461,9 +463,12 @@ class Bridge(ReviewCalls, SteerCalls):
         try:
             params = {
                 "sessionId": _text(session_id, "sessionId"),
-                "prompt": [{"type": "text", "text": _text(text, "prompt")}],
+                "prompt": [
+                    {"type": "text", "text": _text(text, "prompt")},
+                    *attached(attachments),
+                ],
             }
-        except BadInput as exc:
+        except (BadInput, ComposeInput) as exc:
             return error("invalid_input", str(exc))
         return self._run(_start_prompt(self._app, params))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from desktop.bridge_compose import ComposeInput, attached
 from protocol.methods import Method
 
 if TYPE_CHECKING:
@@ -60,20 +61,27 @@ class SteerCalls:
     def _call(self, method: str, build: Any) -> Any:
         try:
             params = build()
-        except SteerInput as exc:
+        except (SteerInput, ComposeInput) as exc:
             return _bad(str(exc))
         return self._request(method, params)
 
     # ---- the queue ------------------------------------------------------------------------
 
-    def queue(self, session_id: str, text: str, now: bool = False) -> Any:
+    def queue(
+        self, session_id: str, text: str, now: bool = False, attachments: list[Any] | None = None
+    ) -> Any:
         """Queue a message (it runs when the running turn ends; `now`: cancel that turn
-        and run this one next); `{item, queue, paused}`."""
+        and run this one next), with `attachments` (mentions, images) beside its text;
+        `{item, queue, paused}`."""
         if not isinstance(now, bool):
             return _bad("now must be true or false")
         return self._call(
             Method.QUEUE,
-            lambda: {"sessionId": _sid(session_id), "prompt": _blocks(text), "now": now},
+            lambda: {
+                "sessionId": _sid(session_id),
+                "prompt": [*_blocks(text), *attached(attachments)],
+                "now": now,
+            },
         )
 
     def queue_list(self, session_id: str) -> Any:
@@ -139,7 +147,7 @@ class SteerCalls:
                 "text": _words(text, "text"),
                 "scope": scope,
             }
-        except SteerInput as exc:
+        except (SteerInput, ComposeInput) as exc:
             return _bad(str(exc))
         return self._start_turn(Method.EDIT, params)
 

@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from desktop_compose import COMPOSE_SCENARIOS  # noqa: E402
 from desktop_steer import STEER_SCENARIOS, STEER_SETUPS  # noqa: E402
 
 from desktop.app import AppOptions, DesktopApp, exit_when_threads_finish  # noqa: E402
@@ -2140,6 +2141,9 @@ def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
 # Steering a running agent: the queue, edit and resend, the plan, notifications.
 SCENARIOS.update(STEER_SCENARIOS)
 SETUPS.update(STEER_SETUPS)
+# The composer's attachments: the `@` popup, pasted images.
+SCENARIOS.update(COMPOSE_SCENARIOS)
+SETUPS["image_stored"] = provider_with_two_models  # a provider that takes images
 
 
 def main() -> int:

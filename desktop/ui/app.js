@@ -14,6 +14,8 @@
 //   dialogs.js    quick switch, new-session form, rename, delete confirmation
 //   details.js    the selected session's facts, settings, rules and actions
 //   transcript.js stored page + live part; tools.js its tool cards; consent.js approvals
+//   mentions.js   the composer's `@` popup and the `resource_link`s it sends
+//   images.js     pasted or dropped images (chips, `image` blocks), stored ones shown
 //   composer.js   sending, drafts, progress, what a rebuilt page comes back to
 //   queue.js      the queue above the composer, Send now, Stop and clear queue
 //   plan.js       the agent's plan, pinned above the composer
@@ -30,7 +32,7 @@
   const store = AcpUi.store;
   const state = store.createState();
   const ui = { state, store };
-  const parts = ["dom", "bridge", "topbar", "sidebar", "dialogs", "details", "tools", "transcript", "consent", "composer", "queue", "plan", "attention", "review", "branch"];
+  const parts = ["dom", "bridge", "topbar", "sidebar", "dialogs", "details", "tools", "transcript", "consent", "mentions", "images", "composer", "queue", "plan", "attention", "review", "branch"];
   for (const part of parts) {
     for (const [name, value] of Object.entries(AcpUi[part](ui))) {
       if (name in ui) throw new Error(`${part}.js: "${name}" is defined twice`);
@@ -169,7 +171,7 @@
 
   ui.turns = window.Turns({
     call: ui.call, quietCall: ui.quietCall, el: ui.el, state, store, onRewound: ui.afterRewind,
-    showNotice: ui.showNotice, reviewFile: ui.reviewFile,
+    showNotice: ui.showNotice, reviewFile: ui.reviewFile, storedImages: ui.storedImages,
   });
 
   // ---- the page's own keys and events --------------------------------------------------
@@ -208,6 +210,8 @@
     ui.wireDialogs();
     ui.wireTopbar();
     ui.wireComposer();
+    ui.wireMentions();
+    ui.wireImages();
     ui.wireDetails();
     ui.wireSidebar();
     ui.wireTranscript();

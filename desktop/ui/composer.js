@@ -11,11 +11,15 @@
   async function send(event) {
     if (event) event.preventDefault();
     ui.clearError();
+    ui.clearComposerError();
+    ui.closeMentions();
     const input = byId("prompt-input");
     const text = input.value.trim();
     const sessionId = state.selected;
     if (!text || !sessionId) return;
-    if (store.shouldQueue(state, sessionId)) return ui.queueMessage(text, false); // waits its turn
+    // Beside the text: the picked `@` mentions still in it, the attached images.
+    const attachments = [...ui.mentionBlocks(sessionId, text), ...ui.imageBlocks(sessionId)];
+    if (store.shouldQueue(state, sessionId)) return ui.queueMessage(text, false, attachments); // waits its turn
     input.value = ""; // at once, so typing the next message is never wiped by this answer
     setDraft(sessionId, "");
     input.focus();
@@ -25,8 +29,9 @@
     ui.liveAppend(pending);
     byId("transcript").scrollTop = byId("transcript").scrollHeight;
     markRunning(sessionId);
-    const result = await ui.call("prompt", sessionId, text);
-    if (!result) {
+    const result = await sendCall(sessionId, text, attachments);
+    if (result) sent(sessionId);
+    else {
       pending.remove(); // refused: give the text back, to the session it was for
       store.promptRefused(state, sessionId); // not "busy"
       if (state.selected === sessionId && !input.value) {
@@ -35,6 +40,24 @@
       } else if (!state.drafts[sessionId]) setDraft(sessionId, text);
       updateWorking();
     }
+  }
+
+  // `prompt`; a refusal of a message with attachments is shown next to the composer
+  // (where the chips it kept are), else in the banner.
+  async function sendCall(sessionId, text, attachments) {
+    if (!attachments.length) return ui.call("prompt", sessionId, text);
+    const result = await ui.ask("prompt", sessionId, text, attachments);
+    if (!result || !result.error) return result;
+    const e = result.error;
+    if (state.selected === sessionId) ui.showComposerError(`${e.title || "Not sent"}: ${e.message || e.code}`);
+    else ui.showError(e);
+    return null;
+  }
+
+  // Sent: the images and the remembered mentions were for this message.
+  function sent(sessionId) {
+    ui.clearImages(sessionId);
+    ui.forgetMentions(sessionId);
   }
 
   async function resendText(text) {
@@ -170,6 +193,9 @@
 
   function showDraft() {
     byId("prompt-input").value = store.draft(state, state.selected);
+    ui.closeMentions();
+    ui.clearComposerError();
+    ui.renderChips(); // the selected session's images
   }
 
   // ---- what a rebuilt page comes back to ---------------------------------------------------
@@ -225,6 +251,7 @@
     byId("prompt-input").addEventListener("input", onDraftInput);
     byId("transcript").addEventListener("scroll", () => remember(), { passive: true });
     byId("prompt-input").addEventListener("keydown", (e) => {
+      if (ui.mentionKey(e)) return; // the `@` popup's Up/Down/Enter/Tab/Esc
       if (e.key !== "Enter" || e.shiftKey || e.isComposing) return;
       e.preventDefault();
       if (e.ctrlKey || e.metaKey) ui.sendNow(); // cancel the running turn, run this next
@@ -233,5 +260,5 @@
     byId("retry-turn").addEventListener("click", retry);
   }
 
-  return { sendPrompt: send, resendText, editAndResend, forkAt, setDraft, showDraft, viewMemory, remember, rebuild, updateWorking, wireComposer: wire };
+  return { sendPrompt: send, sentWith: sent, resendText, editAndResend, forkAt, setDraft, showDraft, viewMemory, remember, rebuild, updateWorking, wireComposer: wire };
 };

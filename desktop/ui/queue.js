@@ -9,20 +9,22 @@
 (window.AcpUi = window.AcpUi || {}).queue = (ui) => {
   const { byId, el, state, store } = ui;
 
-  // The composer's text, queued (`now`: cancel the running turn and run it next).
-  async function queueMessage(text, now) {
+  // The composer's text, queued (`now`: cancel the running turn and run it next), with
+  // its attachments (mentions, images: composer.js).
+  async function queueMessage(text, now, attachments = []) {
     const sessionId = state.selected;
     const input = byId("prompt-input");
     input.value = "";
     ui.setDraft(sessionId, "");
     input.focus();
     const asked = store.queueAsked(state, sessionId);
-    const answer = await ui.call("queue", sessionId, text, now);
+    const answer = await ui.call("queue", sessionId, text, now, attachments);
     if (!answer) {
       if (state.selected === sessionId && !input.value) input.value = text; // given back
       ui.setDraft(sessionId, text);
       return;
     }
+    ui.sentWith(sessionId);
     state.lastPrompt.set(sessionId, text);
     if (store.queueArrived(state, sessionId, answer, asked)) renderQueue();
   }
@@ -146,7 +148,8 @@
   function sendNow() {
     const text = byId("prompt-input").value.trim();
     if (!text || !state.selected) return;
-    if (store.shouldQueue(state, state.selected)) queueMessage(text, true);
+    const sid = state.selected;
+    if (store.shouldQueue(state, sid)) queueMessage(text, true, [...ui.mentionBlocks(sid, text), ...ui.imageBlocks(sid)]);
     else ui.sendPrompt();
   }
 

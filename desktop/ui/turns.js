@@ -7,7 +7,7 @@
 // it knows is in the store (store.js: the transcript's changes and diffs, `state.rewind`).
 "use strict";
 
-window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice, reviewFile }) => {
+window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice, reviewFile, storedImages }) => {
   const SCOPES = [
     ["conversation", "Conversation", "the model forgets this turn and later ones; files stay"],
     ["code", "Code", "files go back to how they were before this turn"],
@@ -145,6 +145,8 @@ window.Turns = ({ call, quietCall, el, state, store, onRewound, showNotice, revi
   // A user's message, with its Rewind menu when it has a turn number.
   function userMessage(m) {
     const bubble = el("div", { class: "msg user", text: m.text });
+    const images = state.transcript && storedImages(state.transcript.sessionId, m.images);
+    if (images) bubble.append(images);
     if (m.turn === null || m.turn === undefined) return bubble;
     const trigger = el("button", {
       type: "button",
