@@ -17,6 +17,7 @@ import pytest
 from fake_process import FakeServerProcess
 from harness import Sidecar
 from PIL import Image
+from raw_client import RawClient, frame
 
 from desktop.client import RpcError
 
@@ -196,3 +197,33 @@ async def test_the_offline_model_takes_no_images(tmp_path: Path) -> None:
         assert (await sidecar.status(sid))["turns"] == 0
     finally:
         await sidecar.close()
+
+
+async def test_a_50_mb_image_is_refused_at_the_frame_and_the_sidecar_goes_on(
+    tmp_path: Path,
+) -> None:
+    """50 MB of image is ~67 MB of base64: over the 64 MiB a message may be. The frame is
+    discarded (answered with an id-less error: its id cannot be read) and nothing else is
+    disturbed; the window refuses anything over 5 MiB before sending (docs/desktop.md)."""
+    client = await RawClient.start(tmp_path / "data")
+    try:
+        sid = (await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"
+        ]
+        huge = base64.b64encode(b"\x89PNG" + b"\0" * (50 * 1024 * 1024)).decode()
+        request_id = client.new_id()
+        await client.write(
+            frame(
+                "session/prompt",
+                prompt(sid, "look", {"type": "image", "mimeType": "image/png", "data": huge}),
+                request_id,
+            )
+        )
+        refused = await client.reply(None)
+        assert refused["error"]["code"] == -32600 and "larger than" in refused["error"]["message"]
+        status = await client.call("_session/status", {"sessionId": sid})
+        assert status["status"] == "idle" and status["turns"] == 0
+        answer = await client.call("session/prompt", prompt(sid, "still here?"))
+        assert answer["stopReason"] == "end_turn"
+    finally:
+        await client.close()
