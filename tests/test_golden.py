@@ -216,6 +216,14 @@ async def scenario(tmp: Path) -> dict[str, Any]:
         return await _scenario(tmp, workspace)
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
+        shutil.rmtree(_repo_dir(workspace), ignore_errors=True)
+        shutil.rmtree(str(_repo_dir(workspace)) + ".worktrees", ignore_errors=True)
+
+
+def _repo_dir(workspace: Path) -> Path:
+    """The worktree session's repository: beside the workspace, so its path (which its
+    worktree's path, and so the model's context, holds) has the same length every run."""
+    return workspace.with_name(workspace.name + "-repo")
 
 
 async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
@@ -292,7 +300,7 @@ async def _scenario(tmp: Path, workspace: Path) -> dict[str, Any]:
         await sidecar.call(Method.SESSION_CLOSE, {"sessionId": external["sessionId"]})
         # A session in its own git worktree: its branch's diff, merged back, exported,
         # discarded.
-        repo = make_repo(tmp / "repo")
+        repo = make_repo(_repo_dir(workspace))
         tree = await sidecar.new_session(repo, worktree={"branch": "golden"}, approval="auto")
         await sidecar.prompt(tree["sessionId"], "/write notes.md golden")
         await rec.call(Method.WORKTREE_DIFF, {"sessionId": tree["sessionId"]})
