@@ -612,10 +612,12 @@ async def test_timeout_becomes_provider_error(server: FakeAnthropicServer) -> No
 
 
 async def test_stalled_stream_becomes_provider_error(server: FakeAnthropicServer) -> None:
-    provider = AnthropicProvider("m", base_url=server.base_url, timeout=0.3, max_retries=0)
-    server.script({"type": "text", "text": "one two", "chunk_delay": 3})
+    # The headers and the first chunk must arrive inside the timeout (else it is the
+    # request's timeout, not the stream's): a second is room enough on a loaded machine.
+    provider = AnthropicProvider("m", base_url=server.base_url, timeout=1.0, max_retries=0)
+    server.script({"type": "text", "text": "one two", "chunk_delay": 6})
     try:
-        with pytest.raises(ProviderError, match="stream timed out: no data for 0.3s"):
+        with pytest.raises(ProviderError, match="stream timed out: no data for 1s"):
             await provider.complete(USER, [], Collect())
     finally:
         await provider.aclose()

@@ -270,10 +270,12 @@ class AnthropicProvider:
                 detail += " (the base URL should be the server root, without /v1)"
             hint = status_hint(e.status_code, KEY_VARIABLE)
             return ProviderError(f"{where}: HTTP {e.status_code}: {detail}{hint}")
-        if isinstance(e, APITimeoutError):
-            return ProviderError(f"{where}: request timed out after {self.timeout:g}s")
-        if isinstance(e, httpx2.TimeoutException):  # the SDK leaves these unwrapped mid-stream
+        # Mid-stream, older SDKs leave the transport's timeout unwrapped and newer ones wrap
+        # it: either way it is the stream that stalled, not the request.
+        if isinstance(e, APITimeoutError | httpx2.TimeoutException) and phase == "stream":
             return ProviderError(f"{where}: stream timed out: no data for {self.timeout:g}s")
+        if isinstance(e, APITimeoutError | httpx2.TimeoutException):
+            return ProviderError(f"{where}: request timed out after {self.timeout:g}s")
         if isinstance(e, APIConnectionError | httpx2.HTTPError):
             what = "connection lost mid-stream" if phase == "stream" else "connection failed"
             hint = "" if phase == "stream" else connection_hint(self.base_url)
