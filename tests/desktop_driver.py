@@ -171,6 +171,14 @@ class Page:
         )
         (session_id,) = set(self.session_ids()) - before
         self.wait_item(session_id, "idle", 1)
+        # The item can appear (from the sidecar's notification) before the page has the
+        # answer to its session/new and selects it: what the test does next is for it.
+        item = f"[data-session-id={json.dumps(session_id)}]"
+        self.wait(
+            f"document.querySelector('[data-testid=session-item]{item}')"
+            ".getAttribute('aria-selected') === 'true'",
+            "the new session selected",
+        )
         return session_id
 
     def rebuild(self, trigger: str) -> float:
