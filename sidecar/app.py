@@ -35,6 +35,7 @@ from sidecar.acp.server import RpcServer
 from sidecar.acp.stdio import LineWriter, open_reader, reserve_stdout
 from sidecar.config import Config, open_store, provider_problem
 from sidecar.domain.errors import StoreError
+from sidecar.http import deferred
 from sidecar.store.base import ChangeFeed, SessionStore
 from sidecar.store.unavailable import UnavailableStore
 
@@ -109,7 +110,10 @@ def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assem
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
             loop.call_soon_threadsafe(_settle, future, result, error)
         if error is None:
-            preload.ACP.ensure()  # then what the other methods and ACP updates need
+            # Then what the sessions' listeners serve with (aiohttp), and what the other
+            # methods and ACP updates need.
+            deferred.LISTENER.ensure()
+            preload.ACP.ensure()
 
     threading.Thread(target=work, name="heavy-half", daemon=True).start()
     return future

@@ -1,7 +1,7 @@
 """The typed wiring of the sidecar's heavy half: the manager, its runtimes' listeners and
 providers, and the ACP handlers, built in one place with every dependency passed in.
 
-The heavy modules (ACP's schema, aiohttp, the provider SDKs; together ~0.6 s) are
+The heavy modules (the core, the edges' handlers, our wire models) are
 imported by `load_assembly()` in a worker thread while the light half already answers
 `initialize`; `Assembly.build` then constructs everything on the event loop. mypy
 checks every constructor call here, as in any other module.
@@ -42,7 +42,7 @@ from sidecar.core.mcp_tools import McpSettings
 from sidecar.core.runtime import RuntimeDeps
 from sidecar.core.views import SessionView
 from sidecar.domain.records import SessionRecord
-from sidecar.http.listener import start_listener
+from sidecar.http.deferred import open_listener
 from sidecar.store.base import SessionStore
 from sidecar.store.images import ImageStore
 
@@ -130,7 +130,7 @@ class Assembly:
                     store=store,
                     make_provider=provider_factory(config),
                     limits=config.limits,
-                    open_listener=start_listener,
+                    open_listener=open_listener,
                     context_budget=config.context_budget,
                     sandbox=probed,
                     asker=make_asker(server),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sidecar.acp.preload import Preload
+from sidecar.preload import Preload
 
 ROOT = Path(__file__).resolve().parent.parent
 

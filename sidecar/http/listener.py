@@ -33,13 +33,9 @@ from sidecar.core.events import Event, Subscription
 from sidecar.domain import errors
 from sidecar.domain.permissions import Choice
 from sidecar.domain.records import iso
+from sidecar.http.binding import bind_loopback
 from sidecar.http.errorlog import request_error_logger
-from sidecar.http.sockets import (
-    KEEPALIVE_TIMEOUT,
-    MAX_CONNECTIONS,
-    CappedSockSite,
-    bind_loopback,
-)
+from sidecar.http.sockets import KEEPALIVE_TIMEOUT, MAX_CONNECTIONS, CappedSockSite
 from sidecar.wire import errors as wire_errors
 from sidecar.wire import transcript as wire_transcript
 from sidecar.wire.events import sse_event
@@ -168,7 +164,8 @@ class Listener:
         )
         self._site: CappedSockSite | None = None
 
-    async def _start(self) -> None:
+    async def start(self) -> None:
+        """Serve the socket (aiohttp's runner and the capped site)."""
         await self._runner.setup()
         try:
             self._site = CappedSockSite(self._runner, self._sock, MAX_CONNECTIONS)
@@ -399,7 +396,7 @@ async def start_listener(
         return None
     try:
         listener = Listener(target, token, sock, max_body)
-        await listener._start()
+        await listener.start()
     except BaseException:
         sock.close()
         raise
