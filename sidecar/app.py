@@ -2,8 +2,9 @@
 
 Start-up is split so a client is answered at once: the light part (config, store,
 the stdio server, `initialize`) runs first, while the heavy half (`sidecar.wiring`)
-is imported in a worker thread, then ACP's schema, which the first requests
-(`session/new`, `session/list`, `_session/status`) do not wait for. Every other method is
+is imported in a worker thread; aiohttp (`http/deferred.py`) and ACP's schema, which the
+first requests (`session/new`, `session/list`, `_session/status`) do not wait for, follow
+`PRELOAD_AFTER` later (or sooner, by whatever needs them first). Every other method is
 registered from the start and simply waits until the heavy half is built and the store
 is reconciled, so no request is refused or reordered by the split; once it is, the real
 handlers replace the waiting ones. The sandbox self-test (`sidecar/early_probe.py`)
@@ -22,6 +23,7 @@ import resource
 import signal
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent import futures
 from concurrent.futures import Future
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("sidecar")
 
 DRAIN_SECONDS = 5.0
+# Seconds after the heavy half is ready before aiohttp and ACP's schema are loaded ahead.
+PRELOAD_AFTER = 1.5
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -110,8 +114,11 @@ def _start_loading(loop: asyncio.AbstractEventLoop) -> asyncio.Future[type[Assem
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
             loop.call_soon_threadsafe(_settle, future, result, error)
         if error is None:
-            # Then what the sessions' listeners serve with (aiohttp), and what the other
-            # methods and ACP updates need.
+            # Then, a moment later, what the sessions' listeners serve with (aiohttp) and
+            # what the other methods and ACP updates need: not at once, so a window that
+            # starts beside us (its WebEngine shares the cores) is not slowed by imports
+            # nothing has asked for yet. Code that needs them sooner loads them itself.
+            time.sleep(PRELOAD_AFTER)
             deferred.LISTENER.ensure()
             preload.ACP.ensure()
 
