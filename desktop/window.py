@@ -22,16 +22,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import webview
 from qtpy import QtCore
 from qtpy.QtWidgets import QApplication
 
+from desktop import page as ui_page
+
 log = logging.getLogger(__name__)
 
-UI_INDEX = Path(__file__).resolve().parent / "ui" / "index.html"
 PAGE_LOAD_TIMEOUT = 30.0
 PUSH_BATCH = 200
 T = TypeVar("T")
@@ -171,7 +171,7 @@ class WindowManager:
             x, y, width, height = geometry
         window = webview.create_window(
             self._title,
-            str(UI_INDEX),
+            html=ui_page.page(),  # one document: no request to pywebview's server
             js_api=self._api_factory(page_id),
             width=width,
             height=height,
