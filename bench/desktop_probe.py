@@ -2,8 +2,9 @@
 
 Runs under a display the caller provides (its Xvfb). `--mode app` runs the real
 `DesktopApp` over a sidecar on `--data-dir`, as `python -m desktop` does; `--mode bare`
-is the floor: a pywebview window whose static page draws the same number of list
-items from inline data, with no sidecar and no bridge. An in-page MutationObserver
+is the floor: a pywebview window whose static page draws as many list items as the
+app's sidebar draws at first (its first page) from inline data, with no sidecar and no
+bridge. An in-page MutationObserver
 stamps (epoch ms, first animation frame after the change) when the list shows
 `--expect` items and when the page says it is ready; the caller's spawn time is `--t0`.
 Then `--rebuilds` times the app's Rebuild UI the same way. Prints `RESULT {json}`.
@@ -25,10 +26,10 @@ OBSERVE = """(() => {
   const n = %d, st = window.__bench = {};
   const now = () => performance.timeOrigin + performance.now();
   const count = () => document.querySelectorAll('[data-testid=session-item]').length;
-  const total = () => Number((document.querySelector('[data-testid=session-list]') || {dataset: {}}).dataset.total || 0);
   const ready = () => !!document.body && document.body.dataset.ready === 'true';
-  // The app's sidebar draws its first page (%d items) of the whole list; the floor all.
-  const listed = () => (n === 0 ? ready() : count() >= n || (total() >= n && count() >= Math.min(n, %d)));
+  // The app's sidebar draws the sidecar's first page (%d items) at once, the rest behind
+  // it; the floor draws as many items.
+  const listed = () => (n === 0 ? ready() : count() >= Math.min(n, %d));
   const check = () => {
     if (st.listDom === undefined && listed()) {
       st.listDom = now(); requestAnimationFrame(() => { st.list = now(); });
@@ -110,7 +111,8 @@ def run_bare(args: argparse.Namespace, result: dict[str, Any]) -> None:
 
     if os.geteuid() == 0:
         os.environ.setdefault("QTWEBENGINE_DISABLE_SANDBOX", "1")
-    items = json.dumps([f"Stored session {i}" for i in range(args.expect)])
+    # As many items as the app's sidebar draws at first: its first page.
+    items = json.dumps([f"Stored session {i}" for i in range(min(args.expect, SIDEBAR_PAGE))])
     window = webview.create_window("bench floor", html=BARE_PAGE % items, width=1200, height=780)
     if window is None:
         raise RuntimeError("pywebview refused to create the window")

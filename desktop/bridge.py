@@ -221,6 +221,12 @@ class Bridge(ReviewCalls, SteerCalls, ComposeCalls):
             sessions.list_all(self._host, (query or "").strip() or None, archived is True)
         )
 
+    def list_page(self, cursor: str | None = None) -> Any:
+        """One page of the session list and the next page's cursor (None: the last)."""
+        if cursor is not None and (not isinstance(cursor, str) or not 0 < len(cursor) <= 1000):
+            return error("invalid_input", "cursor must be the nextCursor of a page (text)")
+        return self._run(sessions.list_page(self._host, cursor))
+
     def archive(self, session_id: str, archived: bool = True) -> Any:
         try:
             params = {

@@ -25,6 +25,18 @@ def is_older(incoming: dict[str, Any], known: dict[str, Any] | None) -> bool:
     return isinstance(have, int) and isinstance(new, int) and new < have
 
 
+async def list_page(host: Requester, cursor: str | None = None) -> dict[str, Any]:
+    """One page of the session list (most recent activity first) and the cursor of the
+    next (None at the end): the window draws the first page at once and asks for the
+    rest behind it, so thousands of sessions do not hold up its first paint."""
+    params: dict[str, Any] = {"cursor": cursor} if cursor else {}
+    page = await host.request(Method.SESSION_LIST, params)
+    return {
+        "sessions": [entry["_meta"] for entry in page["sessions"]],
+        "nextCursor": page.get("nextCursor") or None,
+    }
+
+
 async def list_all(
     host: Requester, query: str | None = None, archived: bool = False
 ) -> list[dict[str, Any]]:

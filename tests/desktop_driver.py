@@ -22,6 +22,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import urllib.request
@@ -1459,6 +1460,18 @@ def thousand_stored_sessions(args: argparse.Namespace) -> Iterator[list[str]]:
                 args.planted = record.session_id
     finally:
         close()
+    # The list's later pages are held until the scenario has seen the first one drawn.
+    from desktop.bridge import Bridge
+
+    real = Bridge.list_page
+    args.pages_held = threading.Event()
+
+    def held(self: Bridge, cursor: str | None = None) -> Any:
+        if cursor is not None:
+            args.pages_held.wait(WAIT)
+        return real(self, cursor)
+
+    Bridge.list_page = held  # type: ignore[method-assign]
     # Its own place in the activity order again (the update above made it the newest).
     with contextlib.closing(sqlite3.connect(data / "sessions.db")) as conn, conn:
         conn.execute(
@@ -1476,8 +1489,17 @@ def library_scale(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.ready()
     items = "document.querySelectorAll('[data-testid=session-item]')"
     listing = page.el("session-list")
+    # The page is ready with the first page drawn while the rest is still on its way.
+    first_page = {
+        "drawn": page.js(f"{items}.length"),
+        "known": page.js(f"{listing}.dataset.total"),
+        "loading": page.visible("sidebar-loading"),
+    }
+    args.pages_held.set()
     page.wait(f"{listing}.dataset.total === '{LIBRARY_SIZE}'", "the whole list")
     seen: dict[str, Any] = {
+        "first_page": first_page,
+        "loading_after": page.visible("sidebar-loading"),
         "drawn": page.js(f"{items}.length"),
         "more": page.js(f"!!{page.el('sidebar-more')}"),
         "first": page.js(f"{items}[0].querySelector('.item-title').textContent"),
@@ -1654,7 +1676,7 @@ const late = (name, key) => {
   });
 };
 late("messages", (a) => (a[1] === null ? a[0] : null));
-late("list_sessions", () => "list");
+late("list_page", () => "list");
 """
 
 

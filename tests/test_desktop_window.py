@@ -637,6 +637,9 @@ def test_session_library_search_archive_rename_export_and_import(tmp_path: Path)
 @window_only
 def test_a_thousand_sessions_page_in_search_group_and_move_one_at_a_time(tmp_path: Path) -> None:
     r = run_driver("library_scale", tmp_path)
+    # The page is ready on the sidecar's first page; the rest comes behind it.
+    assert r["first_page"] == {"drawn": 100, "known": "100", "loading": True}
+    assert r["loading_after"] is False
     assert r["drawn"] == 100 and r["more"], "one page drawn, the rest on demand"
     assert r["first"] == "Stored 0", "last activity first"
     assert r["drawn_after_scroll"] >= 200, "the next page came as the end scrolled into view"

@@ -110,12 +110,40 @@
 
   // ---- loading and selection ---------------------------------------------------------
 
-  // The list answers as of when it was asked (the store keeps what is newer).
+  // The list answers as of when it was asked (the store keeps what is newer). Its first
+  // page is drawn as soon as it comes (this returns then); the rest is asked for page by
+  // page behind it and replaces the map once whole. A newer refresh supersedes an older.
   async function refreshList() {
+    const run = ++state.listRun;
     const asked = store.listAsked(state);
-    const list = await ui.call("list_sessions");
-    if (!list) return;
-    store.listArrived(state, list, asked, Date.now());
+    const first = await ui.call("list_page", null);
+    if (!first || state.listRun !== run) return;
+    if (!first.nextCursor) return listed(first.sessions, asked);
+    store.pageArrived(state, first.sessions, Date.now());
+    state.listPending = true;
+    ui.renderSidebar();
+    ui.renderDetails();
+    restOfList(run, asked, first);
+  }
+
+  async function restOfList(run, asked, first) {
+    const all = [...first.sessions];
+    for (let cursor = first.nextCursor; cursor; ) {
+      const page = await ui.call("list_page", cursor);
+      if (state.listRun !== run) return; // a newer list is on its way
+      if (!page) {
+        state.listPending = false; // the error is shown; the pages in hand stay
+        return ui.renderSidebar();
+      }
+      all.push(...page.sessions);
+      cursor = page.nextCursor;
+    }
+    listed(all, asked);
+  }
+
+  function listed(all, asked) {
+    state.listPending = false;
+    store.listArrived(state, all, asked, Date.now());
     ui.renderSidebar();
     ui.renderDetails();
   }

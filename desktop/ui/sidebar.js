@@ -17,6 +17,7 @@
     const shown = all.slice(0, state.sidebarLimit);
     const nodes = state.groupByProject ? groupedItems(shown, all) : shown.map(sessionItem);
     if (all.length > shown.length) nodes.push(moreItem(all.length - shown.length));
+    else if (state.listPending && !state.filterIds) nodes.push(loadingItem());
     list.replaceChildren(...nodes);
     list.dataset.total = String(all.length);
     if (!list.querySelector("[tabindex='0']") && list.querySelector("[data-testid=session-item]")) list.querySelector("[data-testid=session-item]").tabIndex = 0;
@@ -53,6 +54,11 @@
     more.firstChild.addEventListener("click", showMore);
     observeEnd(more);
     return more;
+  }
+
+  // The list's later pages are still on their way (the first is drawn at once).
+  function loadingItem() {
+    return el("li", { class: "sidebar-more", "data-testid": "sidebar-loading", role: "presentation", text: "Loading more sessions…" });
   }
 
   function showMore() {

@@ -58,6 +58,8 @@
       lastFocus: null, // data-testid of the last focused control
       filterIds: null, // a search's (or the archived view's) sessions, else null: all
       sidebarLimit: SIDEBAR_PAGE, // how many sidebar items are drawn (grows a page at a time)
+      listRun: 0, // the session list being asked for (a newer one supersedes it)
+      listPending: false, // its first page is in, later pages are still on their way
       groupByProject: false,
       recent: [], // recently used working directories (newest first)
       theme: "system",
@@ -158,6 +160,18 @@
       state.transcript = null;
     }
     return { selectionDropped: dropped };
+  }
+
+  // The list's first page while the rest is still being asked for: its summaries merged
+  // in (nothing is dropped: only the whole list can say a session is gone).
+  function pageArrived(state, page, now) {
+    for (const s of page) {
+      if (state.deleted.has(s.sessionId)) continue;
+      if (isNewer(state, state.sessions.get(s.sessionId), s)) continue;
+      state.sessions.set(s.sessionId, s);
+      if (s.status === "running" && !state.turnStarted.has(s.sessionId)) state.turnStarted.set(s.sessionId, Date.parse(s.updatedAt) || now);
+      else if (s.status !== "running") state.turnStarted.delete(s.sessionId);
+    }
   }
 
   // A search's (or the archived view's) answer: its summaries merged in, the sidebar
@@ -369,7 +383,7 @@
 
   return {
     ...transcript, ...agents, ...review, ...steer, SIDEBAR_PAGE, createState, isNewer, learn, pushedState,
-    listAsked, listArrived, searchArrived, clearFilter, removed, visibleSessions, showMore, quickMatches, selected, select,
+    listAsked, listArrived, pageArrived, searchArrived, clearFilter, removed, visibleSessions, showMore, quickMatches, selected, select,
     selectFirst, rewindPlanned, rewindCleared, retryText, setDraft, draft, rememberScroll,
     scrollFor, memory, restore, addRecent, configWanted, configArrived, usage, markRunning,
     turnOver, promptRefused, permissionKey, permissionAsked, permissionSettled, permissionsFor,

@@ -70,6 +70,24 @@ test("a deleted session never comes back: not from a late list, not from a push"
   assert.deepEqual(ids(state), ["a"]);
 });
 
+test("the list's first page adds what it holds and drops nothing; the whole list then judges", () => {
+  const state = withSessions(summary("old"), summary("gone"), summary("a", { version: 5, title: "newest" }));
+  const asked = store.listAsked(state);
+  store.pageArrived(state, [summary("a", { version: 3, title: "stale" }), summary("b", { status: "running" })], NOW);
+  assert.deepEqual(ids(state), ["old", "gone", "a", "b"]); // only the whole list can say a session is gone
+  assert.equal(state.sessions.get("a").title, "newest"); // an older copy never replaces a newer
+  assert.ok(state.turnStarted.has("b"));
+  store.listArrived(state, [summary("a", { version: 6 }), summary("b", { status: "running" }), summary("old")], asked, NOW);
+  assert.deepEqual(ids(state).sort(), ["a", "b", "old"]);
+});
+
+test("a page never brings back a session deleted here", () => {
+  const state = withSessions(summary("a"), summary("b"));
+  store.removed(state, "b");
+  store.pageArrived(state, [summary("a"), summary("b")], NOW);
+  assert.deepEqual(ids(state), ["a"]);
+});
+
 test("a push for an unknown session adds it, unless it is archived", () => {
   const state = withSessions(summary("a"));
   assert.equal(store.pushedState(state, summary("z", { archived: true }), NOW), null);
