@@ -38,6 +38,7 @@ from bench.core import (
 KEY = "6"
 TITLE = "Desktop: start and Rebuild UI"
 WINDOW_X = 1.5  # issue 17: start and Rebuild UI at most this many times the bare window's
+SIDEBAR_PAGE = 100  # what the app's sidebar draws at first (desktop/ui/store.js)
 
 
 @contextlib.contextmanager
@@ -108,7 +109,7 @@ def run(settings: Settings) -> ScenarioResult:
     workspace = settings.scratch("s6/ws")
     full_dir = settings.scratch("s6/stored")
     transcripts.stored_sessions(full_dir, rng, workspace, stored)
-    floor = f"floor: bare window, {stored:,} items"
+    floor = f"floor: bare window, {min(stored, SIDEBAR_PAGE):,} items"
     kinds: dict[str, list[str]] = {
         floor: ["--mode", "bare", "--expect", str(stored)],
         f"app, {stored:,} sessions": ["--mode", "app", "--expect", str(stored), "--data-dir", str(full_dir)],
@@ -160,7 +161,7 @@ def _result(
     )
     marks = [
         ("desktop modules imported (Python, pywebview, Qt bindings)", "imported_ms"),
-        ("sidecar answered `initialize` (the window opens only then)", "sidecar_ms"),
+        ("sidecar answered `initialize` (the window opens meanwhile)", "sidecar_ms"),
         ("the page starts loading", "page_ms"),
         ("the session list is painted", "list_ms"),
         ("the page is ready (first transcript shown)", "ready_ms"),
