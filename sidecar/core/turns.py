@@ -559,10 +559,15 @@ class TurnRunner:
             self._image_data.pop(next(iter(self._image_data)))
 
     async def refresh_instructions(self) -> bool:
-        """Re-read the project's instruction files if they changed (a stat each); True
-        when they did. A failure is logged and the prompt keeps what it had."""
+        """Re-read the project's instruction files if they changed; True when they did.
+        The stats run here, on the loop; only a change is read in a worker thread. A
+        failure is logged and the prompt keeps what it had."""
+        instructions = self._runtime.instructions
         try:
-            return await asyncio.to_thread(self._runtime.instructions.refresh)
+            scan = instructions.scan()
+            if instructions.unchanged(scan):
+                return False
+            return await asyncio.to_thread(instructions.refresh, scan)
         except Exception:
             log.exception("session %s: reading AGENTS.md failed", self._runtime.session_id)
             return False
