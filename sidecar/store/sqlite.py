@@ -164,6 +164,9 @@ class SqliteSessionStore(SessionRepository):
         # status request then costs a PRAGMA instead of a row read and its conversion.
         self._recent: dict[str, SessionRecord] = {}
         self._recent_version = -1
+        # The records the open write transaction saved whole; None: it changed rows in a
+        # way not kept here (a delete, lease renewals), so `get` forgets everything.
+        self._saved: dict[str, SessionRecord] | None = None
         self._index_timer: asyncio.TimerHandle | None = None
         try:
             secure_database(self._path)
@@ -247,11 +250,35 @@ class SqliteSessionStore(SessionRepository):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
+        """A write transaction. The records it saved (`save`, `insert_row`) are what a read
+        would return once it commits: they replace what `get` kept (our own commits do
+        not change `PRAGMA data_version`); any other write empties what `get` kept."""
+        if self._depth > 0:  # nested (a savepoint): the outer transaction keeps the count
+            with self._boundary("write"), self._atomic():
+                yield
+            return
+        self._saved = {}
         try:
             with self._boundary("write"), self._atomic():
                 yield
-        finally:
+        except BaseException:
             self._recent.clear()  # what a failed write may have changed too
+            raise
+        finally:
+            saved, self._saved = self._saved, None
+        if saved is None or len(self._recent) + len(saved) > RECENT_RECORDS:
+            self._recent.clear()
+        else:
+            self._recent.update(saved)
+
+    def _keep(self, record: SessionRecord) -> None:
+        """A record this transaction wrote whole (see `_write`)."""
+        if self._saved is not None:
+            self._saved[record.session_id] = record
+
+    def _forget_all(self) -> None:
+        """This transaction changes rows in a way `_write` cannot keep: forget them all."""
+        self._saved = None
 
     def _transaction(self) -> _Transaction:
         """The repository's transaction: `_write` on the one connection (this object is
@@ -278,6 +305,7 @@ class SqliteSessionStore(SessionRepository):
             f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in columns)} WHERE seq = ?",
             [*(_column_value(getattr(record, c)) for c in columns), seq],
         )
+        self._keep(record)
 
     async def add_message(self, seq: int, index: int, body: str) -> None:
         self._conn.execute(
@@ -301,7 +329,9 @@ class SqliteSessionStore(SessionRepository):
         self._index_soon()
 
     async def insert_row(self, record: SessionRecord) -> int:
-        return self._insert_row(record)
+        seq = self._insert_row(record)
+        self._keep(record)
+        return seq
 
     async def live_rows(self) -> list[tuple[int, SessionRecord]]:
         live = sorted(state.value for state in LIVE_STATES)
@@ -386,6 +416,7 @@ class SqliteSessionStore(SessionRepository):
 
     async def renew_leases(self, owner: str, expires: float) -> set[str]:
         with self._write():
+            self._forget_all()
             rows = self._conn.execute(
                 "UPDATE sessions SET lease_expires = ? WHERE lease_owner = ? RETURNING id",
                 (expires, owner),
@@ -394,6 +425,7 @@ class SqliteSessionStore(SessionRepository):
 
     async def delete(self, session_id: str) -> None:
         with self._write():
+            self._forget_all()
             seq, _ = self._row(session_id)
             self._conn.execute("DELETE FROM messages WHERE session_seq = ?", (seq,))
             self._conn.execute("DELETE FROM sessions WHERE seq = ?", (seq,))
