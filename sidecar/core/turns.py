@@ -570,6 +570,8 @@ class TurnRunner:
             raise InvalidState("the provider context is loaded by before_model_call")
         instructions = self._runtime.instructions.section
         messages = self._context.messages(system_prompt(self.mode, self.cwd, instructions))
+        if not self._context.with_images:
+            return messages
         return [with_image_parts(m, self._image_data) if "images" in m else m for m in messages]
 
     async def _keep_images(self, message: UserPrompt) -> tuple[ImageRef, ...]:
@@ -583,7 +585,7 @@ class TurnRunner:
     async def _load_images(self) -> None:
         """The bytes of the images the context holds, read once per runtime (bounded:
         the oldest are dropped from memory, and read again if a later call needs them)."""
-        if self._context is None:
+        if self._context is None or not self._context.with_images:
             return
         wanted = [i for m in self._context.messages("") for i in m.get("images", ())]
         for image in wanted:
