@@ -373,17 +373,22 @@ class TurnRunner:
 
     async def _run_work(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T | _Aborted:
         """The work, the only part of a turn a cancel reaches: its result, or ABORTED when
-        `abort` cancelled it. Its errors are raised; so is a cancel of the task by anyone
-        but `abort` (not ours to hide)."""
+        `abort` cancelled it or the work itself ended the turn cancelled (raising
+        CancelledError: the user answered a permission request "cancelled"). Its errors
+        are raised; so is a cancel of the task by anyone but `abort` (not ours to hide)."""
         task = asyncio.current_task()
         assert task is not None
         self._working = True
         try:
             result = await work()
         except asyncio.CancelledError:
-            if not self._cancel_sent or task.uncancel() > 0:
-                raise
-            return ABORTED
+            if self._cancel_sent:
+                if task.uncancel() > 0:
+                    raise  # cancelled by someone else too
+                return ABORTED
+            if task.cancelling():
+                raise  # the task was cancelled, not by `abort`
+            return ABORTED  # the work ended the turn cancelled itself (a "cancelled" answer)
         finally:
             self._working = False
         if self._cancel_sent and task.cancelling():
