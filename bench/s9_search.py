@@ -186,7 +186,7 @@ def run(settings: Settings) -> ScenarioResult:
             for op, probe in library.probes(rng).items()
         }
         deletable = min(len(library.deletable) for library in libraries.values())
-        samples.update(run_interleaved(rng, probes, min(n, deletable), batch=10))
+        samples.update(run_interleaved(rng, probes, min(n, deletable), batch=4))
     finally:
         for library in libraries.values():
             library.client.close()
