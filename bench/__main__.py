@@ -51,7 +51,7 @@ TITLES = {
     "6": "Desktop: start and Rebuild UI",
     "7": "Checkpoints: snapshots and rewinds",
     "8": "PostgreSQL vs SQLite store",
-    "9": "Full-text search in session/list",
+    "9": "Library scale: list, search, resume, delete",
     "10": "New features: approvals, sandbox, MCP",
     "11": "External ACP agents: through the sidecar vs direct",
     "12": "Worktrees: a session's worktree and its branch diff vs plain git",

@@ -1,28 +1,24 @@
-"""Scenario 9: full-text search in `session/list` (`_meta.query`) over many stored
-sessions with long transcripts (issue 17, item 5: "full-text search over 1,000 sessions x
-10,000 messages: p50 reported, and <= 1.2x from 100 to 1,000 sessions for a query
-matching 10 sessions").
+"""Scenario 9: library scale (issue 26, target 6): `session/list`'s first page, a search
+matching 10 sessions, resume and delete with 100,000 stored sessions, each within 1.2×
+of its figure with 1,000.
 
-Two data dirs, 100 and 1,000 stored sessions (smoke: 20 and 200), every session with
-the same number of messages (full: 10,000 each, so 10 M rows in the large one; small:
-100; smoke: 10; see FULL_MESSAGES for why full is 1,000 unless asked). Writing 10 M rows through `append_message` would take hours, so the
-files are built by direct bulk insert into the store's own schema (the store opens the
-file first and applies its migrations; the rows are `bench/transcripts.py` messages,
-drawn from a seeded pool; the schema's own trigger queues each row for the FTS5 index and
-the store's own indexing pass then indexes the queue, exactly as after live appends). In each dir the same rare
-word sits in one message of exactly 10 sessions.
+Two libraries (full: 1,000 and 100,000 closed sessions of 20 messages each; small: 1,000
+and 10,000; smoke: 120 and 600 of 5), built by bulk insert into the SQLite store's own
+schema and indexed by its own indexing pass a hundred sessions at a time
+(bench/s9_build.py), the same rare word in one message of exactly 10 sessions of each.
 
-Measured in this process through the real `SqliteSessionStore.list_page` (what the
-`session/list` handler calls), both sizes open at once, in shuffled interleaved batches:
-the rare-word search (the target: 1,000 ÷ 100 sessions), a word in nearly every message
-(context: its cost follows the matches, not the sessions), a two-word query, and the
-plain listing with no query. Then over stdio: one sidecar on the large dir, `session/list`
-with the rare word vs without a query.
+Measured in this process through the real `SqliteSessionStore` first (the profile):
+`list_page` with no query, with the rare word, with two words and with a common one, and
+the rare word's FTS5 MATCH alone, on the index as written and after the store's idle
+merge (sidecar/store/search_merge.py, run to the end here as an idle sidecar runs it).
+Then over stdio, the targets: one sidecar (`--no-checkpoints`) on each library, taking
+turns in shuffled batches: `session/list` with no params, `session/list` with
+`_meta.query` the rare word, `session/resume` of a stored session (closed again,
+untimed), `session/delete` of another.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sqlite3
@@ -31,79 +27,33 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import plots, transcripts
-from bench.core import ScenarioResult, Settings, Stats, Table, Target, fmt, fmt_ratio, ratio
+from bench import plots, s9_build, s9_report
+from bench.core import ScenarioResult, Settings, Stats
 from bench.core import interleaved as run_interleaved
 from bench.pipes import PipeClient, initialize, sidecar_argv
-from sidecar.store.blocking import BlockingStore
+from bench.s9_build import RARE
+from sidecar.store.blocking import BlockingStore, blocking
+from sidecar.store.sqlite import SqliteSessionStore
 
 KEY = "9"
-TITLE = "Full-text search in session/list"
-RARE = "zanzibar"  # in exactly MATCHING sessions, one message each
+TITLE = "Library scale: list, search, resume, delete"
 COMMON = "session"  # one of bench/transcripts.py's words: in most messages
 TWO_WORDS = "zanzi build"  # word prefixes: the rare word's sessions that also say "build"
-MATCHING = 10
-POOL = 2_000  # distinct message bodies the transcripts are drawn from
-TARGET_RATIO = 1.2
-# Messages per session at full size. The issue's 10,000 (10 M rows in the large file,
-# ~4 GB) takes ~30 min to build on the 2-core benchmark machine, so full runs 1,000
-# (1 M rows); S9_MESSAGES=10000 python -m bench --size full --scenarios 9 runs the rest.
-FULL_MESSAGES = 1_000
-MESSAGES_ENV = "S9_MESSAGES"
+MESSAGES_ENV = "S9_MESSAGES"  # messages per session, to try other shapes
+OPS = ("list", "search", "resume", "delete")
 
 
-def _pool(rng: random.Random) -> list[tuple[str, str]]:
-    """(role, body JSON) of seeded messages as the agent loop stores them."""
-    return [(m["role"], json.dumps(m)) for m in transcripts.messages(rng, POOL)]
+def _us(started: int) -> float:
+    return (time.perf_counter_ns() - started) / 1000.0
 
 
-def build(path: Path, rng: random.Random, sessions: int, each: int, cwd: Path) -> list[str]:
-    """A store file of `sessions` closed sessions of `each` messages; returns the ids of
-    the MATCHING sessions that hold the rare word."""
-    store, close = transcripts.open_store(path)  # the schema, by the store's migrations
-    try:
-        ids = []
-        for i in range(sessions):
-            record = transcripts.record(cwd, f"Stored session {i}")
-            store.insert(record)
-            ids.append(record.session_id)
-    finally:
-        close()
-    matching = set(rng.sample(range(sessions), MATCHING))
-    pool = _pool(rng)
-    planted = json.dumps(
-        {"role": "user", "content": f"the {RARE} build failed again", "createdAt": "x"}
-    )
-    conn = sqlite3.connect(path, isolation_level=None)
-    store, close = transcripts.open_store(path)
-    try:
-        conn.execute("PRAGMA synchronous = OFF")  # a scratch file, rebuilt every run
-        seqs = dict(conn.execute("SELECT id, seq FROM sessions").fetchall())
-        now = time.time()
-        for i, session_id in enumerate(ids):
-            seq = seqs[session_id]
-            start = rng.randrange(POOL)
-            plant_at = rng.randrange(each) if i in matching else -1
-            rows = (
-                (seq, idx, planted if idx == plant_at else pool[(start + idx) % POOL][1])
-                for idx in range(each)
-            )
-            conn.execute("BEGIN")
-            conn.executemany("INSERT INTO messages (session_seq, idx, body) VALUES (?, ?, ?)", rows)
-            # Activity spread over the last days, in no relation to the insertion order.
-            conn.execute(
-                "UPDATE sessions SET message_count = ?, status = 'closed', lease_owner = NULL,"
-                " updated_at = ? WHERE seq = ?",
-                (each, now - rng.uniform(0, 5 * 86400), seq),
-            )
-            conn.execute("COMMIT")
-            # The rows the inserts queued, indexed by the store's own pass, session by
-            # session, as a sidecar indexes a session's rows soon after they are written.
-            store.index_pending()
-    finally:
-        conn.close()
-        close()
-    return [ids[i] for i in sorted(matching)]
+def _store_probe(store: BlockingStore, **kwargs: Any) -> Callable[[], float]:
+    def once() -> float:
+        started = time.perf_counter_ns()
+        store.list_page(limit=100, **kwargs)
+        return _us(started)
+
+    return once
 
 
 def _match_alone(path: Path, n: int) -> list[float]:
@@ -111,8 +61,7 @@ def _match_alone(path: Path, n: int) -> list[float]:
     from sidecar.store import search
 
     word = search.fts5_prefix(RARE)
-    conn = sqlite3.connect(path)
-    try:
+    with sqlite3.connect(path) as conn:
         out = []
         for _ in range(n):
             started = time.perf_counter_ns()
@@ -120,206 +69,139 @@ def _match_alone(path: Path, n: int) -> list[float]:
                 "SELECT rowid >> 32 FROM transcript_search WHERE transcript_search MATCH ?",
                 (word,),
             ).fetchall()
-            out.append((time.perf_counter_ns() - started) / 1000.0)
+            out.append(_us(started))
         return out
-    finally:
-        conn.close()
 
 
-def _probe(store: BlockingStore, **kwargs: Any) -> Callable[[], float]:
-    def once() -> float:
-        started = time.perf_counter_ns()
-        store.list_page(limit=100, **kwargs)
-        return (time.perf_counter_ns() - started) / 1000.0
-
-    return once
+def _open(path: Path) -> tuple[BlockingStore, Callable[[], None]]:
+    """The real store on a built file, its idle merge left to the scenario."""
+    return blocking(lambda: SqliteSessionStore(path, merge_when_idle=False))
 
 
-def _stdio(client: PipeClient, params: dict[str, Any]) -> Callable[[], float]:
-    def once() -> float:
-        started = time.perf_counter_ns()
-        client.call("session/list", params)
-        return (time.perf_counter_ns() - started) / 1000.0
-
-    return once
-
-
-def run(settings: Settings) -> ScenarioResult:
-    result = ScenarioResult(KEY, TITLE)
-    small, large = settings.pick((20, 200), (100, 1_000), (100, 1_000))
-    each = int(os.environ.get(MESSAGES_ENV) or settings.pick(10, 100, FULL_MESSAGES))
-    n = settings.pick(10, 200, 200)
-    common_n = settings.pick(3, 20, 5)
-    rng = settings.rng(KEY)
-    cwd = settings.scratch("s9/ws")
-    built: dict[int, tuple[Path, list[str], float]] = {}
-    for count in (small, large):
-        data_dir = settings.scratch(f"s9/{count}")
-        path = data_dir / "sessions.db"
-        path.unlink(missing_ok=True)
-        started = time.perf_counter()
-        matching = build(path, rng, count, each, cwd)
-        built[count] = (data_dir, matching, time.perf_counter() - started)
-
-    stores: dict[int, tuple[BlockingStore, Callable[[], None]]] = {
-        count: transcripts.open_store(built[count][0] / "sessions.db") for count in built
-    }
+def _in_store(
+    paths: dict[int, Path], rng: random.Random, n: int, common_n: int, label: str
+) -> dict[str, list[float]]:
+    """The store-level probes over both libraries (`label` names the index's state)."""
+    stores = {size: _open(path) for size, path in paths.items()}
     try:
-        for count, (store, _) in stores.items():  # the searches find what was planted
-            found, cursor = store.list_page(query=RARE, limit=100)
-            assert cursor is None
-            assert sorted(r.session_id for r in found) == sorted(built[count][1]), count
         probes: dict[str, Callable[[], float]] = {}
-        for count, (store, _) in stores.items():
-            probes[f"rare {count}"] = _probe(store, query=RARE)
-            probes[f"two words {count}"] = _probe(store, query=TWO_WORDS)
-            probes[f"no query {count}"] = _probe(store)
+        for size, (store, _) in stores.items():
+            probes[f"{label} rare {size}"] = _store_probe(store, query=RARE)
+            probes[f"{label} two words {size}"] = _store_probe(store, query=TWO_WORDS)
+            probes[f"{label} no query {size}"] = _store_probe(store)
         samples = run_interleaved(rng, probes, n, batch=10)
-        for count, (store, _) in stores.items():
-            samples[f"common {count}"] = [_probe(store, query=COMMON)() for _ in range(common_n)]
-            # The profile of the rare-word search, one file at a time: the whole call, and
-            # its FTS5 MATCH alone (what follows the matches).
-            samples[f"alone {count}"] = [_probe(store, query=RARE)() for _ in range(n)]
-            samples[f"match {count}"] = _match_alone(built[count][0] / "sessions.db", n)
+        for size, (store, _) in stores.items():
+            samples[f"{label} common {size}"] = [
+                _store_probe(store, query=COMMON)() for _ in range(common_n)
+            ]
+            samples[f"{label} match {size}"] = _match_alone(paths[size], n)
     finally:
         for _, close in stores.values():
             close()
+    return samples
 
-    log = settings.scratch("s9/logs") / "sidecar.log"
-    with PipeClient(sidecar_argv(built[large][0]), log) as client:
-        initialize(client)
-        stdio = run_interleaved(
-            rng,
-            {
-                "stdio rare": _stdio(client, {"_meta": {"query": RARE}}),
-                "stdio no query": _stdio(client, {}),
-            },
-            n,
-            batch=10,
-        )
-    samples.update(stdio)
+
+class _Library:
+    """One sidecar over stdio on one library, and the sessions it may resume or delete."""
+
+    def __init__(self, data_dir: Path, matching: list[str], log: Path, cwd: Path) -> None:
+        with sqlite3.connect(data_dir / "sessions.db") as conn:
+            stored = [row[0] for row in conn.execute("SELECT id FROM sessions ORDER BY seq")]
+        others = [session_id for session_id in stored if session_id not in set(matching)]
+        self.resumable = others[::2]  # resumed and closed again, any number of times
+        self.deletable = others[1::2]  # each deleted once
+        self.cwd = str(cwd)
+        self.client = PipeClient(sidecar_argv(data_dir, "sqlite", "--no-checkpoints"), log)
+        initialize(self.client)
+        found = self.client.call("session/list", {"_meta": {"query": RARE}})["sessions"]
+        if sorted(s["sessionId"] for s in found) != sorted(matching):
+            raise RuntimeError(f"the search found {len(found)} sessions, not the planted ones")
+
+    def probes(self, rng: random.Random) -> dict[str, Callable[[], float]]:
+        client = self.client
+
+        def listing() -> float:
+            started = time.perf_counter_ns()
+            client.call("session/list", {})
+            return _us(started)
+
+        def search() -> float:
+            started = time.perf_counter_ns()
+            client.call("session/list", {"_meta": {"query": RARE}})
+            return _us(started)
+
+        def resume() -> float:
+            session_id = rng.choice(self.resumable)
+            params = {"sessionId": session_id, "cwd": self.cwd, "mcpServers": []}
+            started = time.perf_counter_ns()
+            client.call("session/resume", params)
+            took = _us(started)
+            client.call("session/close", {"sessionId": session_id})
+            return took
+
+        def delete() -> float:
+            session_id = self.deletable.pop(rng.randrange(len(self.deletable)))
+            started = time.perf_counter_ns()
+            client.call("session/delete", {"sessionId": session_id})
+            return _us(started)
+
+        return {"list": listing, "search": search, "resume": resume, "delete": delete}
+
+
+def run(settings: Settings) -> ScenarioResult:
+    small, large = settings.pick((120, 600), (1_000, 10_000), (1_000, 100_000))
+    each = int(os.environ.get(MESSAGES_ENV) or settings.pick(5, 20, 20))
+    n = settings.pick(6, 100, 200)
+    store_n = settings.pick(10, 200, 200)
+    common_n = settings.pick(2, 5, 3)
+    rng = settings.rng(KEY)
+    cwd = settings.scratch("s9/ws")
+    paths: dict[int, Path] = {}
+    built: dict[int, dict[str, Any]] = {}
+    matching: dict[int, list[str]] = {}
+    for size in (small, large):
+        data_dir = settings.scratch(f"s9/{size}")
+        path = paths[size] = data_dir / "sessions.db"
+        for stale in data_dir.glob("sessions.db*"):
+            stale.unlink()
+        started = time.perf_counter()
+        matching[size] = s9_build.build(path, rng, size, each, cwd)
+        built[size] = {"seconds": time.perf_counter() - started, "built": s9_build.segments(path)}
+    samples = _in_store(paths, rng, store_n, common_n, "built")
+    for size, path in paths.items():
+        steps, seconds = s9_build.merge(path)
+        built[size].update(merged=s9_build.segments(path), steps=steps, merge_seconds=seconds)
+        built[size]["mb"] = sum(p.stat().st_size for p in path.parent.glob("sessions.db*")) / 1e6
+    samples.update(_in_store(paths, rng, store_n, common_n, "merged"))
+
+    logs = settings.scratch("s9/logs")
+    libraries = {
+        size: _Library(paths[size].parent, matching[size], logs / f"sidecar-{size}.log", cwd)
+        for size in (small, large)
+    }
+    try:
+        probes = {
+            f"stdio {op} {size}": probe
+            for size, library in libraries.items()
+            for op, probe in library.probes(rng).items()
+        }
+        deletable = min(len(library.deletable) for library in libraries.values())
+        samples.update(run_interleaved(rng, probes, min(n, deletable), batch=4))
+    finally:
+        for library in libraries.values():
+            library.client.close()
     stats = {name: Stats.of(values) for name, values in samples.items()}
-
-    rows = []
-    for label in ("rare", "two words", "common", "no query"):
-        a, b = stats[f"{label} {small}"], stats[f"{label} {large}"]
-        rows.append(
-            [label, fmt(a.p50), fmt(a.p99), fmt(b.p50), fmt(b.p99), fmt_ratio(ratio(b.p50, a.p50))]
-        )
-    queries = {"rare": RARE, "two words": TWO_WORDS, "common": COMMON, "no query": "(none)"}
-    result.tables.append(
-        Table(
-            f"`SqliteSessionStore.list_page` (first page of 100), µs; {each:,} messages per "
-            f"session; queries: " + ", ".join(f"{k} = `{v}`" for k, v in queries.items()),
-            [
-                "query",
-                f"{small} p50",
-                f"{small} p99",
-                f"{large} p50",
-                f"{large} p99",
-                f"{large} ÷ {small}",
-            ],
-            rows,
-        )
-    )
-    result.tables.append(
-        Table(
-            f"Over stdio, one sidecar on {large:,} sessions: `session/list`, µs",
-            ["request", "p50", "p99"],
-            [
-                [
-                    f"`_meta.query` = `{RARE}`",
-                    fmt(stats["stdio rare"].p50),
-                    fmt(stats["stdio rare"].p99),
-                ],
-                ["no query", fmt(stats["stdio no query"].p50), fmt(stats["stdio no query"].p99)],
-            ],
-        )  # fmt: skip
-    )
-    result.tables.append(
-        Table(
-            "Data (built by direct bulk insert into the store's schema; FTS5 filled by the store's index pass, a session at a time)",
-            ["sessions", "messages", "build s", "file MB"],
-            [
-                [
-                    f"{count:,}",
-                    f"{count * each:,}",
-                    fmt(built[count][2]),
-                    fmt(_size_mb(built[count][0])),
-                ]
-                for count in (small, large)
-            ],
-        )
-    )
-    growth = ratio(stats[f"rare {large}"].p50, stats[f"rare {small}"].p50)
-    met = growth <= TARGET_RATIO
-    result.targets.append(
-        Target(
-            f"search matching {MATCHING} sessions, {small} → {large} sessions",
-            f"≤ {TARGET_RATIO}×",
-            f"{fmt_ratio(growth)} (p50 {fmt(stats[f'rare {small}'].p50)} → "
-            f"{fmt(stats[f'rare {large}'].p50)} µs)",
-            met,
-            ""
-            if met
-            else (
-                f"the rare-word search, interleaved with the {small}-session file's, grew "
-                f"{fmt_ratio(growth)}; with one file at a time it costs "
-                f"{fmt(stats[f'alone {small}'].p50)} → {fmt(stats[f'alone {large}'].p50)} µs "
-                f"({fmt_ratio(ratio(stats[f'alone {large}'].p50, stats[f'alone {small}'].p50))}), "
-                f"and its FTS5 MATCH alone {fmt(stats[f'match {small}'].p50)} → "
-                f"{fmt(stats[f'match {large}'].p50)} µs. The index is written by the store's "
-                f"batch passes (here one per session, as a sidecar indexes rows soon after "
-                f"writing them); FTS5 keeps it as segments that it merges as it goes, and a "
-                f"MATCH visits each one. A full merge (FTS5 `optimize`) of the 1M-row index "
-                f"took an isolated MATCH from ~100 to ~30 µs here, but it rewrites the index "
-                f"(seconds), so the store does not run it. What would fix it: that merge on an "
-                f"idle sidecar, off the event loop. Before batch indexing (the index written "
-                f"by trigger inside every write, ~180 µs per transcript row) this measured "
-                f"1.20×"
-            ),
-        )
-    )
-    result.targets.append(
-        Target(
-            f"search p50 over {large:,} sessions × {each:,} messages",
-            "reported",
-            f"{fmt(stats[f'rare {large}'].p50)} µs in the store, "
-            f"{fmt(stats['stdio rare'].p50)} µs over stdio",
-            True,
-        )
-    )
-    result.notes.append(
-        f"`{COMMON}` is in most messages: its search reads every matching row of the "
-        "index (FTS5 doclists), so it grows with the transcript text, not the page; "
-        "the rare word's search reads only its matches and the rows of the sessions found."
-    )
-    labels = ("rare", "two words", "common", "no query")
+    result = s9_report.result(KEY, TITLE, stats, (small, large), each, built)
     result.plots.append(
         plots.grouped_bars(
             settings.out / "s9_search.png",
-            f"session/list p50 by query, {each:,} messages per session",
-            labels,
+            f"Over stdio, p50: {small:,} vs {large:,} stored sessions ({each} messages each)",
+            OPS,
             {
-                f"{count:,} sessions": [stats[f"{label} {count}"].p50 / 1000 for label in labels]
-                for count in (small, large)
+                f"{size:,} sessions": [stats[f"stdio {op} {size}"].p50 / 1000 for op in OPS]
+                for size in (small, large)
             },
             "ms (p50)",
         )
     )
-    result.summary = (
-        f"rare-word search p50 {fmt(stats[f'rare {large}'].p50)} µs over {large:,} × "
-        f"{each:,}; {small}→{large} {fmt_ratio(growth)}"
-    )
-    result.raw = {
-        "sizes": [small, large],
-        "messages_each": each,
-        "stats": {name: s.as_dict() for name, s in stats.items()},
-        "growth": growth,
-        "build_seconds": {str(c): built[c][2] for c in built},
-    }
     return result
-
-
-def _size_mb(data_dir: Path) -> float:
-    return sum(p.stat().st_size for p in data_dir.glob("sessions.db*")) / 1e6

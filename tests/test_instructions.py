@@ -104,9 +104,13 @@ def test_unchanged_files_are_not_read_again_and_a_change_is(tmp_path: Path):
     with open(agents, "r+") as handle:
         handle.write("FIRST")
     os.utime(agents, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert found.unchanged(found.scan())  # what the turn checks on the loop: no read
     assert found.refresh() is False and "first version" in found.section
     agents.write_text("second version, longer\n")
-    assert found.refresh() is True and "second version" in found.section
+    scan = found.scan()
+    assert not found.unchanged(scan)  # read (in a worker thread) from this scan
+    assert found.refresh(scan) is True and "second version" in found.section
+    assert found.unchanged(found.scan())
     agents.unlink()
     assert found.refresh() is True and found.files == () and found.section == ""
 

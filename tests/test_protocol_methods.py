@@ -65,3 +65,22 @@ def test_our_first_request_models_read_what_acps_do():
         for params, valid in cases:
             assert _accepts(acps, params) is valid, (acps.__name__, params)
             assert _accepts(ours, params) is valid, (ours.__name__, params)
+
+
+def test_a_prompts_answer_is_what_acps_model_dumps():
+    """`session/prompt`'s answer is built directly (no model per turn): it must be exactly
+    what ACP's `PromptResponse` reads and dumps back, for every stop reason."""
+    from acp.schema import PromptResponse
+
+    from protocol.values import StopReason
+    from sidecar.acp.prompts import prompt_response
+    from sidecar.agent.outcome import TurnOutcome
+    from sidecar.agent.providers.base import Usage
+
+    for stop in StopReason:
+        outcome = TurnOutcome("Echo: hi", stop, Usage(91, 2), 3)
+        answer = prompt_response(outcome)
+        model = PromptResponse.model_validate(answer)
+        assert model.model_dump(by_alias=True, exclude_none=True, mode="json") == answer
+        assert answer["stopReason"] == stop.value and answer["_meta"]["turn"] == 3
+        assert answer["usage"]["totalTokens"] == 93 == answer["_meta"]["usage"]["totalTokens"]

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 
 import pytest
 
 from protocol.models import NewSessionMeta, SessionSummary
+from protocol.values import Approval, Backend, Mode
 from sidecar.core.events import EventHub, EventStream
 from sidecar.core.views import SessionView
 from sidecar.domain.errors import InvalidState
 from sidecar.domain.events import AgentTextChunk
-from sidecar.domain.records import TRANSITIONS, SessionState, check_transition
+from sidecar.domain.records import TRANSITIONS, SessionRecord, SessionState, check_transition
 
 S = SessionState
 ALLOWED = {
@@ -39,6 +41,17 @@ def test_transition_table_is_exactly_the_documented_one(current, new):
     else:
         with pytest.raises(InvalidState, match=f"from {current.value} to {new.value}"):
             check_transition("s", current, new)
+
+
+def test_record_replace_changes_exactly_the_named_fields_and_refuses_unknown_ones():
+    record = SessionRecord(
+        "sess_1", "/tmp", "t", Mode.CRAFT, Backend.PIPE, SessionState.IDLE, 1, 1.0, 2.0
+    )
+    changes = {"title": "u", "version": 7, "approval": Approval.AUTO, "queue": "[]"}
+    assert record.replace(**changes) == dataclasses.replace(record, **changes)
+    assert record.replace() == record and record.replace() is not record
+    with pytest.raises(TypeError, match="no field"):
+        record.replace(nope=1)
 
 
 def test_a_turn_starts_only_from_idle():

@@ -548,8 +548,9 @@ def test_delete_and_reconcile_do_not_scan_messages(store: SqliteSessionStore) ->
 
 
 def test_a_read_never_returns_what_a_write_has_changed_since(db: Path) -> None:
-    """`get` keeps the records it read until the file is written: by this store (any
-    write, a refused one too) or by another connection (`PRAGMA data_version`)."""
+    """`get` keeps the records it read until the file is written: by this store (which
+    then keeps the records it wrote whole, and forgets all on any other write, a refused
+    one too) or by another connection (`PRAGMA data_version`)."""
     mine, other = SqliteSessionStore(db), SqliteSessionStore(db)
     try:
         mine.insert(record("s1", title="first"))
@@ -557,7 +558,8 @@ def test_a_read_never_returns_what_a_write_has_changed_since(db: Path) -> None:
         assert mine.get("s1") is mine.get("s1"), "kept between writes"
         other.update_metadata("s1", title="renamed elsewhere")  # another connection
         assert mine.get("s1").title == "renamed elsewhere"
-        mine.update("s1", 1, status=SessionState.RUNNING.value)  # this store's own write
+        written = mine.update("s1", 1, status=SessionState.RUNNING.value)  # its own write
+        assert mine.get("s1") is written, "what it wrote is kept: no read"
         assert mine.get("s1").status is SessionState.RUNNING
         kept = mine.get("s1")
         with pytest.raises(StaleGeneration):

@@ -480,7 +480,7 @@ class ExtensionHandlers:
     async def queue_run(self, request: StatusParams) -> dict[str, Any]:
         return queue_body(await self.manager.queue.run(request.session_id))
 
-    async def edit(self, request: EditParams) -> PromptResponse:
+    async def edit(self, request: EditParams) -> dict[str, Any]:
         """Answered like `session/prompt`, when the edited message's turn ends."""
         outcome = await self.manager.edit(
             request.session_id, request.turn, request.text, RewindScope(request.scope)

@@ -316,7 +316,7 @@ class AcpHandlers:
             result["nextCursor"] = encode_cursor(next_cursor)
         return result
 
-    async def session_prompt(self, request: PromptRequest) -> PromptResponse:
+    async def session_prompt(self, request: PromptRequest) -> dict[str, Any] | PromptResponse:
         blocks = blocks_of(request)
         message = await self.manager.read_prompt(request.session_id, blocks)
         command = sidecar_command(message.text)

@@ -13,7 +13,7 @@ from typing import Any
 from sidecar.acp import preload
 from sidecar.acp.initialize import ClientOptions
 from sidecar.acp.live_output import LiveOutput
-from sidecar.acp.updates import STATE_EVENTS, event_notification, session_update
+from sidecar.acp.updates import SILENT_EVENTS, STATE_EVENTS, event_notification, session_update
 from sidecar.core.events import Event
 from sidecar.domain.events import ToolCallFinished, ToolOutputChunk
 from sidecar.wire.events import ViewOf
@@ -62,6 +62,8 @@ class AcpNotifier:
                 live.finish(body.call_id)
         elif isinstance(body, STATE_EVENTS) and not self._client.extension_notifications:
             return  # an extension notification nobody asked for: not even built
+        elif isinstance(body, SILENT_EVENTS):
+            return  # ACP has no notification for it (`updates.to_acp`): not even translated
         self._send(event)
 
     def _send(self, event: Event) -> None:

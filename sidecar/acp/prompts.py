@@ -11,7 +11,7 @@ from sidecar.acp import preload
 from sidecar.agent.outcome import TurnOutcome
 
 if TYPE_CHECKING:
-    from acp.schema import PromptRequest, PromptResponse
+    from acp.schema import PromptRequest
 
 
 def blocks_of(request: PromptRequest) -> list[dict[str, Any]]:
@@ -28,22 +28,18 @@ def checked_blocks(raw: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return blocks_of(PromptRequest.model_validate({"sessionId": "sess_0", "prompt": list(raw)}))
 
 
-def prompt_response(outcome: TurnOutcome) -> PromptResponse:
-    """A turn's outcome as ACP's answer to `session/prompt` (ours in `_meta`)."""
-    from acp.schema import PromptResponse, Usage  # loaded: the request's model is ACP's
-
+def prompt_response(outcome: TurnOutcome) -> dict[str, Any]:
+    """A turn's outcome as ACP's answer to `session/prompt` (ours in `_meta`), built
+    directly as `PromptResponse` dumps (no model per turn: tests/test_acp_interop.py has
+    the SDK's client read it, tests/test_protocol_methods.py checks it against the model)."""
     used = outcome.usage
-    total = used.input_tokens + used.output_tokens
-    usage = Usage(
-        input_tokens=used.input_tokens, output_tokens=used.output_tokens, total_tokens=total
-    )
-    tokens = {"inputTokens": used.input_tokens, "outputTokens": used.output_tokens}
-    return PromptResponse(
-        stop_reason=outcome.stop_reason.value,
-        usage=usage,
-        field_meta={
-            "response": outcome.response,
-            "usage": {**tokens, "totalTokens": total},
-            "turn": outcome.turn,
-        },
-    )
+    tokens = {
+        "inputTokens": used.input_tokens,
+        "outputTokens": used.output_tokens,
+        "totalTokens": used.input_tokens + used.output_tokens,
+    }
+    return {
+        "stopReason": outcome.stop_reason.value,
+        "usage": tokens,
+        "_meta": {"response": outcome.response, "usage": dict(tokens), "turn": outcome.turn},
+    }

@@ -18,12 +18,14 @@ from sidecar.acp import preload
 from sidecar.acp.session_config import config_options
 from sidecar.core.events import Event
 from sidecar.domain.events import (
+    Compacted,
     InstructionsChanged,
     McpServersChanged,
     Origin,
     PermissionAsked,
     PermissionSettled,
     StateChanged,
+    TurnEnded,
 )
 from sidecar.domain.files import FileDiff, Location
 from sidecar.domain.plans import UPDATE_PLAN, PlanError, parse_plan
@@ -97,6 +99,11 @@ STATE_EVENTS = (
     McpServersChanged,
     InstructionsChanged,
 )
+
+
+# The events no ACP notification says (the turn's end: the prompt's answer does; a
+# compaction: the compact request's answer does): `to_acp` gives None for each.
+SILENT_EVENTS = (TurnEnded, Compacted)
 
 
 def _chunk(session_id: str, kind: str, text: str) -> Notification:

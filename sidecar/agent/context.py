@@ -104,6 +104,7 @@ class ProviderContext:
         self._sent: list[ChatMessage] = []
         self._open: int | None = None
         self.chars = len(summary or "")
+        self.with_images = 0  # messages that carry images (none: a model call skips them)
 
     @classmethod
     async def load(cls, read: PageReader, record: SessionRecord) -> ProviderContext:
@@ -150,6 +151,8 @@ class ProviderContext:
             return
         self._entries.append((index, converted))
         self.chars += _size(converted)
+        if "images" in converted:
+            self.with_images += 1
         if converted.get("role") == "user" and self._open is not None:
             self._sent[self._open :] = _well_formed(self._sent[self._open :])
             self._open = None
@@ -198,6 +201,7 @@ class ProviderContext:
         self.summary = summary
         self.skips = tuple(skip for skip in self.skips if skip[1] > keep_from)
         self.chars = len(summary) + sum(_size(m) for _, m in self._entries)
+        self.with_images = sum("images" in m for _, m in self._entries)
         self._settle()
 
 

@@ -11,8 +11,9 @@ log: a binary file (NUL bytes, not UTF-8), one that is not a regular file, a sym
 whose target is outside the repository (or the cwd) or in a directory the sandbox hides
 (the sidecar's data and config dirs), one that cannot be read. Nothing here fails a turn.
 
-Re-read when it changes: `refresh()` stats the candidates (a few `stat` calls, run per
-model call) and reads only a file whose (path, mtime_ns, size, inode) changed. External
+Re-read when it changes: `scan()` stats the candidates (a few `lstat` calls, run per
+model call on the event loop) and `refresh(scan)` reads, in a worker thread, only when
+some (path, mtime_ns, size, inode) changed. External
 agents read their own: only the builtin engine uses this.
 """
 
@@ -73,6 +74,9 @@ class _Candidate:
     path: str
     key: Key | None  # None: skipped before reading (`problem` says why)
     problem: str | None = None
+
+
+Scan = tuple[_Candidate, ...]  # the instruction files found, in order, as stat saw them
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,14 +162,25 @@ class ProjectInstructions:
         self.files: tuple[InstructionFile, ...] = ()
         self.section = ""
 
-    def refresh(self) -> bool:
-        """Stat the candidates; read what changed. True when the files or the text did
-        (the summary is told). Blocking file I/O: run it off the event loop."""
-        scan = tuple(
+    def scan(self) -> Scan:
+        """The candidates as they are now: a few `lstat` calls, cheap enough for the event
+        loop (a thread hop per model call cost ~30-90 µs, more than the stats)."""
+        return tuple(
             found
             for found in (_candidate(d, self._boundary, self._hidden) for d in self._directories)
             if found is not None
         )
+
+    def unchanged(self, scan: Scan) -> bool:
+        """Whether `scan` is the one the text was last made from (nothing to read)."""
+        return scan == self._seen
+
+    def refresh(self, scan: Scan | None = None) -> bool:
+        """Read what changed since the last scan (`scan`: one just made, else made here).
+        True when the files or the text did (the summary is told). Reads files: run it
+        off the event loop when `unchanged(scan)` is False."""
+        if scan is None:
+            scan = self.scan()
         if scan == self._seen:
             return False
         self._seen = scan
@@ -189,7 +204,7 @@ class ProjectInstructions:
                 log.warning("instruction file %s skipped: %s", file.path, file.skipped)
         return changed
 
-    def _assemble(self, scan: tuple[_Candidate, ...]) -> tuple[tuple[InstructionFile, ...], str]:
+    def _assemble(self, scan: Scan) -> tuple[tuple[InstructionFile, ...], str]:
         """Budgets from the nearest file out (it matters most), shown farthest first."""
         left = MAX_TOTAL
         shown: list[tuple[InstructionFile, str]] = []

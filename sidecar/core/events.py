@@ -105,8 +105,9 @@ class EventStream:
             except Exception:
                 # A broken sink (e.g. a closed stdout) must not break the turn; it is logged.
                 log.exception("event sink failed for event %s", event.id)
-        for subscription in list(self._subscribers):
-            subscription._offer(event)
+        if self._subscribers:
+            for subscription in list(self._subscribers):
+                subscription._offer(event)
         return event
 
     def since(self, last_id: int) -> list[Event]:

@@ -149,7 +149,8 @@ class SessionManager:
     async def read_prompt(self, session_id: str, blocks: Sequence[dict[str, Any]]) -> UserPrompt:
         """The turn's user message from the client's blocks: the builtin engine's model
         gets `@`-mentioned files' text; an external agent keeps the links."""
-        record = (await self.view(session_id)).record
+        runtime = self.runtime(session_id)  # a live session's cwd and agent: no read
+        record = runtime.record if runtime is not None else await self.store.get(session_id)
         return await read_prompt(
             blocks, cwd=record.cwd, hidden=self.hidden_dirs, reads_files=record.agent == BUILTIN
         )

@@ -5,10 +5,14 @@ this runner is the engine's host (`agent/host.py: TurnHost`), over the runtime's
 `TurnOwner` interface.
 
 One turn (or compaction) at a time. Every prompt gets exactly one answer, whenever a
-cancel arrives: the work runs as an inner task under a supervisor task that is never
-cancelled itself, so the state is always put back (idle, or error with the reason)
-even when the cancel lands before the work took its first step. A cancel that comes
-while the turn is still being recorded as running is remembered and applied at once.
+cancel arrives: the turn is one task, and a cancel reaches it only while its work runs
+(the engine's turn, a compaction): claiming the turn, recording what the work changed
+and writing its end are never cut half-way, so the state is always put back (idle, or
+error with the reason). A cancel that comes while the turn is still being recorded as
+running is remembered and applied at once. The runner tells its own cancel from anyone
+else's (`Task.uncancel`, as `asyncio.timeout` does): only its own becomes a cancelled
+turn. One task, not a supervisor over an inner task: a plain turn is a few loop steps,
+and a second task and its wait were a good share of them.
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 IMAGES_KEPT: Final = 16  # images' bytes held in memory per runtime (at least the context's)
+
+
+class _Aborted:
+    """What the work of a turn `abort` cancelled gives instead of a result."""
+
+
+ABORTED: Final = _Aborted()
 
 
 class TurnOwner(RecordWriter, Protocol):
@@ -162,9 +173,10 @@ class TurnRunner:
         self._engine = engine  # what runs the turns; known only by its interface
         self._engine_turn = False  # the running work is the engine's (not a compaction)
         self._context_budget = context_budget
-        self._supervisor: asyncio.Task[Any] | None = None
-        self._work: asyncio.Task[Any] | None = None
+        self._supervisor: asyncio.Task[Any] | None = None  # the running turn's task
+        self._working = False  # its work runs: a cancel may reach it
         self._cancel_requested = False
+        self._cancel_sent = False  # abort cancelled the task (once per turn)
         self._context: ProviderContext | None = None
         self._usage = Usage()  # of the running turn (or compaction)
         self._turn: int | None = None  # the running turn's number (None: not a turn)
@@ -307,13 +319,15 @@ class TurnRunner:
 
     def abort(self) -> bool:
         """Cancel the running turn; True if there was one (or one was starting)."""
-        if self._supervisor is None:
+        supervisor = self._supervisor
+        if supervisor is None:
             return False
         self._cancel_requested = True
         if self._engine_turn:
             self._engine.cancel()  # told first: an engine elsewhere is asked to stop
-        if self._work is not None and not self._work.done():
-            self._work.cancel()
+        if self._working and not self._cancel_sent:
+            self._cancel_sent = True
+            supervisor.cancel()
         return True
 
     async def stop(self) -> None:
@@ -340,6 +354,7 @@ class TurnRunner:
                 "a turn starts only from idle"
             )
         self._cancel_requested = False
+        self._cancel_sent = False
         self._engine_turn = False
         self._usage = Usage()
         self._turn = None
@@ -352,9 +367,33 @@ class TurnRunner:
     def _released(self, task: asyncio.Task[Any]) -> None:
         if self._supervisor is task:
             self._supervisor = None
-            self._work = None
+            self._working = False
             self._engine_turn = False
             self.before_turn = None
+
+    async def _run_work(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T | _Aborted:
+        """The work, the only part of a turn a cancel reaches: its result, or ABORTED when
+        `abort` cancelled it or the work itself ended the turn cancelled (raising
+        CancelledError: the user answered a permission request "cancelled"). Its errors
+        are raised; so is a cancel of the task by anyone but `abort` (not ours to hide)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._working = True
+        try:
+            result = await work()
+        except asyncio.CancelledError:
+            if self._cancel_sent:
+                if task.uncancel() > 0:
+                    raise  # cancelled by someone else too
+                return ABORTED
+            if task.cancelling():
+                raise  # the task was cancelled, not by `abort`
+            return ABORTED  # the work ended the turn cancelled itself (a "cancelled" answer)
+        finally:
+            self._working = False
+        if self._cancel_sent and task.cancelling():
+            task.uncancel()  # the work swallowed our cancel and finished: its result stands
+        return result
 
     async def _supervise(
         self,
@@ -370,41 +409,21 @@ class TurnRunner:
             await self._end(Status.IDLE, cancelled=True)
             self._runtime.events.publish(TurnEnded(StopReason.CANCELLED))
             return on_cancel
-        inner = asyncio.create_task(work())
-        self._work = inner
-        await asyncio.wait([inner])
-        if after is not None:
-            await after()  # however the work ended: what it changed is recorded first
         try:
-            result = await inner
+            result = await self._run_work(work)
         except asyncio.CancelledError:
-            if not inner.cancelled():
-                raise  # the supervisor itself was cancelled: not ours to hide
+            raise  # the task itself was cancelled (not by abort): not ours to hide
+        except BaseException as failure:
+            if after is not None:
+                await after()  # however the work ended: what it changed is recorded first
+            await self._failed(failure)
+            raise
+        if after is not None:
+            await after()
+        if isinstance(result, _Aborted):
             await self._end(Status.IDLE, cancelled=True)
             self._runtime.events.publish(TurnEnded(StopReason.CANCELLED))
             return on_cancel
-        except ProviderError as exc:
-            await self._end(Status.ERROR, last_error=str(exc))
-            self._runtime.events.publish(TurnEnded(None, str(exc)))
-            raise
-        except (InvalidInput, InvalidState, CheckpointError):
-            # A refusal (a rewind with nothing to rewind to, a revert whose lines changed
-            # since): the session is as it was.
-            await self._end(Status.IDLE)
-            raise
-        except StaleGeneration:
-            log.warning(
-                "session %s: generation %s superseded",
-                self._runtime.session_id,
-                self._runtime.generation,
-            )
-            raise
-        except Exception:
-            # Every client reads lastError: it names no internal text (paths, values,
-            # a library's message); the log, for whoever runs the sidecar, has it all.
-            log.exception("session %s: turn failed", self._runtime.session_id)
-            await self._end(Status.ERROR, last_error=INTERNAL_FAILURE)
-            raise
         await self._end(Status.IDLE)
         stop = result.stop_reason if isinstance(result, TurnOutcome) else StopReason.END_TURN
         self._runtime.events.publish(TurnEnded(stop))
@@ -412,6 +431,27 @@ class TurnRunner:
             turn = self.before_turn[1] + 1
             return dataclasses.replace(result, usage=self._usage, turn=turn)  # type: ignore[return-value]
         return result
+
+    async def _failed(self, failure: BaseException) -> None:
+        """The end of a turn whose work raised `failure` (raised again by the caller)."""
+        if isinstance(failure, ProviderError):
+            await self._end(Status.ERROR, last_error=str(failure))
+            self._runtime.events.publish(TurnEnded(None, str(failure)))
+        elif isinstance(failure, InvalidInput | InvalidState | CheckpointError):
+            # A refusal (a rewind with nothing to rewind to, a revert whose lines changed
+            # since): the session is as it was.
+            await self._end(Status.IDLE)
+        elif isinstance(failure, StaleGeneration):
+            log.warning(
+                "session %s: generation %s superseded",
+                self._runtime.session_id,
+                self._runtime.generation,
+            )
+        elif isinstance(failure, Exception):
+            # Every client reads lastError: it names no internal text (paths, values,
+            # a library's message); the log, for whoever runs the sidecar, has it all.
+            log.error("session %s: turn failed", self._runtime.session_id, exc_info=failure)
+            await self._end(Status.ERROR, last_error=INTERNAL_FAILURE)
 
     async def _checkpoint_end(self) -> None:
         """The turn's after-checkpoint, and clients told what it changed."""
@@ -535,6 +575,8 @@ class TurnRunner:
             raise InvalidState("the provider context is loaded by before_model_call")
         instructions = self._runtime.instructions.section
         messages = self._context.messages(system_prompt(self.mode, self.cwd, instructions))
+        if not self._context.with_images:
+            return messages
         return [with_image_parts(m, self._image_data) if "images" in m else m for m in messages]
 
     async def _keep_images(self, message: UserPrompt) -> tuple[ImageRef, ...]:
@@ -548,7 +590,7 @@ class TurnRunner:
     async def _load_images(self) -> None:
         """The bytes of the images the context holds, read once per runtime (bounded:
         the oldest are dropped from memory, and read again if a later call needs them)."""
-        if self._context is None:
+        if self._context is None or not self._context.with_images:
             return
         wanted = [i for m in self._context.messages("") for i in m.get("images", ())]
         for image in wanted:
@@ -559,10 +601,15 @@ class TurnRunner:
             self._image_data.pop(next(iter(self._image_data)))
 
     async def refresh_instructions(self) -> bool:
-        """Re-read the project's instruction files if they changed (a stat each); True
-        when they did. A failure is logged and the prompt keeps what it had."""
+        """Re-read the project's instruction files if they changed; True when they did.
+        The stats run here, on the loop; only a change is read in a worker thread. A
+        failure is logged and the prompt keeps what it had."""
+        instructions = self._runtime.instructions
         try:
-            return await asyncio.to_thread(self._runtime.instructions.refresh)
+            scan = instructions.scan()
+            if instructions.unchanged(scan):
+                return False
+            return await asyncio.to_thread(instructions.refresh, scan)
         except Exception:
             log.exception("session %s: reading AGENTS.md failed", self._runtime.session_id)
             return False

@@ -9,11 +9,10 @@ so nothing needs rolling back.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sidecar.domain.errors import SessionNotFound, StoreError
@@ -21,6 +20,20 @@ from sidecar.domain.records import LIVE_STATES, SessionRecord
 from sidecar.store import search
 from sidecar.store.base import ListCursor
 from sidecar.store.repository import Seq, SessionRepository
+
+
+class _Block:
+    """A transaction: the block itself (a class, not an async generator: every write makes
+    one, and asyncio tracks each async generator it sees)."""
+
+    def __init__(self, store: MemorySessionStore) -> None:
+        self._store = store
+
+    async def __aenter__(self) -> MemorySessionStore:
+        return self._store
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 class MemorySessionStore(SessionRepository):
@@ -39,9 +52,8 @@ class MemorySessionStore(SessionRepository):
 
     # ---- the driver (repository.StoreDriver): this object is its own transaction --------
 
-    @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[MemorySessionStore]:
-        yield self
+    def _transaction(self) -> _Block:
+        return _Block(self)
 
     async def locked(self, session_id: str, *, share: bool = False) -> tuple[Seq, SessionRecord]:
         record = self._get(session_id)

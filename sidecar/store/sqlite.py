@@ -12,122 +12,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from protocol.values import Approval, Backend, Mode, Sandbox, Status
 from sidecar.domain.errors import SessionNotFound, StoreError
 from sidecar.domain.records import LIVE_STATES, SessionRecord
 from sidecar.store import migrations, search
 from sidecar.store.base import ListCursor
 from sidecar.store.private_files import secure_database
 from sidecar.store.repository import SessionRepository
+from sidecar.store.search_merge import SearchMerger
+from sidecar.store.sqlite_rows import (
+    COLUMNS,
+    FIELDS,
+    INSERT_COLUMNS,
+    SELECT_BY_ID,
+    Boundary,
+    column_value,
+    record_of,
+)
 
-# Record fields in column order; the column for `session_id` is `id`.
-_FIELDS: Final = (
-    "session_id", "cwd", "title", "mode", "backend", "status", "generation",
-    "created_at", "updated_at", "model", "last_error", "interrupted", "message_count",
-    "forked_from", "context_from", "summary_index", "lease_owner", "lease_expires",
-    "usage_input", "usage_output", "approval", "sandbox", "rules", "mcp_servers", "turns",
-    "archived", "imported_from", "version", "agent", "agent_session", "worktree",
-    "queue",
-)  # fmt: skip
-_INSERT_COLUMNS: Final = ", ".join(_FIELDS).replace("session_id", "id")
-_COLUMNS: Final = "seq, " + _INSERT_COLUMNS
-_SELECT_BY_ID: Final = f"SELECT {_COLUMNS} FROM sessions WHERE id = ?"
 log = logging.getLogger(__name__)
 
 INDEX_DELAY: Final = 0.5  # seconds after a write that queued transcript rows, the index pass
 INDEX_BATCH: Final = 5000  # queued rows indexed per transaction
 RECENT_RECORDS: Final = 4096  # records `get` keeps between writes, at most
-
-
-class _Members(dict[str, Any]):
-    """Stored string -> enum member, a dict lookup on the read path; an unknown string
-    still raises what the Enum constructor raises."""
-
-    def __init__(self, enum: type[StrEnum]) -> None:
-        super().__init__((member.value, member) for member in enum)
-        self._enum = enum
-
-    def __missing__(self, key: str) -> Any:
-        return self._enum(key)
-
-
-_STATUS: Final = _Members(Status)
-_MODE: Final = _Members(Mode)
-_BACKEND: Final = _Members(Backend)
-_APPROVAL: Final = _Members(Approval)
-_SANDBOX: Final = _Members(Sandbox)
-if _FIELDS != tuple(field.name for field in dataclasses.fields(SessionRecord)):
-    raise RuntimeError("sqlite store: _FIELDS must list SessionRecord's fields in order")
-
-
-def _record(row: tuple[Any, ...]) -> tuple[int, SessionRecord]:
-    """A `sessions` row (selected as _COLUMNS) as (seq, record). Positional, in field
-    order (checked above): this runs on every read, `get` and each listed session."""
-    (
-        seq, session_id, cwd, title, mode, backend, status, generation, created_at,
-        updated_at, model, last_error, interrupted, message_count, forked_from,
-        context_from, summary_index, lease_owner, lease_expires, usage_input, usage_output,
-        approval, sandbox, rules, mcp_servers, turns, archived, imported_from, version,
-        agent, agent_session, worktree, queue,
-    ) = row  # fmt: skip
-    return seq, SessionRecord(
-        session_id, cwd, title, _MODE[mode], _BACKEND[backend], _STATUS[status], generation,
-        created_at, updated_at, model, last_error, bool(interrupted), message_count,
-        forked_from, context_from, summary_index, lease_owner, lease_expires, usage_input,
-        usage_output, _APPROVAL[approval], None if sandbox is None else _SANDBOX[sandbox],
-        rules, mcp_servers, turns, bool(archived), imported_from, version, agent,
-        agent_session, worktree, queue,
-    )  # fmt: skip
-
-
-def _column_value(value: Any) -> Any:
-    if isinstance(value, Status | Mode | Backend | Approval | Sandbox):
-        return value.value
-    if isinstance(value, bool):
-        return int(value)
-    return value
-
-
-def _read_only_hint(path: Path) -> str:
-    """SQLite says "unable to open database file" or "readonly database"; say why."""
-    try:
-        read_only = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
-    except OSError:
-        return ""
-    return " (the file system holding it is mounted read-only)" if read_only else ""
-
-
-class _Boundary:
-    """`SqliteSessionStore._boundary`'s context: a class, not a generator, because every
-    store call, `get` on the status path included, passes through one."""
-
-    __slots__ = ("_action", "_path")
-
-    def __init__(self, path: Path, action: str) -> None:
-        self._path = path
-        self._action = action
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, sqlite3.Error):
-            hint = _read_only_hint(self._path)
-            raise StoreError(
-                f"cannot {self._action} session store {self._path}: {exc}{hint}"
-            ) from exc
 
 
 class _Transaction:
@@ -155,8 +71,14 @@ class SqliteSessionStore(SessionRepository):
     """`SessionStore` over one SQLite file: `repository.SessionRepository`'s rules over
     this driver. `busy_timeout` is in seconds."""
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 5.0) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout: float = 5.0, merge_when_idle: bool = True
+    ) -> None:
         self._path = Path(path)
+        # The search index merged when nothing was written for a while (search_merge.py);
+        # off for files built in bulk by scripts, which merge when they choose.
+        self.search_merger = SearchMerger(self._path)
+        self._merge_when_idle = merge_when_idle
         self._depth = 0
         self._closed = False
         # Records as last read by `get`, while nobody has written the file since: our own
@@ -164,6 +86,9 @@ class SqliteSessionStore(SessionRepository):
         # status request then costs a PRAGMA instead of a row read and its conversion.
         self._recent: dict[str, SessionRecord] = {}
         self._recent_version = -1
+        # The records the open write transaction saved whole; None: it changed rows in a
+        # way not kept here (a delete, lease renewals), so `get` forgets everything.
+        self._saved: dict[str, SessionRecord] | None = None
         self._index_timer: asyncio.TimerHandle | None = None
         try:
             secure_database(self._path)
@@ -180,6 +105,8 @@ class SqliteSessionStore(SessionRepository):
             self._conn.close()
             self._closed = True
             raise
+        if os.access(self._path.parent, os.W_OK):
+            self._merge_soon()  # what earlier runs left unmerged
 
     def _setup(self, busy_timeout: float) -> None:
         conn, where = self._conn, str(self._path)
@@ -198,11 +125,11 @@ class SqliteSessionStore(SessionRepository):
     def path(self) -> Path:
         return self._path
 
-    def _boundary(self, action: str) -> _Boundary:
+    def _boundary(self, action: str) -> Boundary:
         """The one place sqlite3 errors become StoreError."""
         if self._closed:
             raise StoreError(f"cannot {action} session store {self._path}: it is closed")
-        return _Boundary(self._path, action)
+        return Boundary(self._path, action)
 
     @contextlib.contextmanager
     def _atomic(self) -> Iterator[None]:
@@ -247,11 +174,36 @@ class SqliteSessionStore(SessionRepository):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
+        """A write transaction. The records it saved (`save`, `insert_row`) are what a read
+        would return once it commits: they replace what `get` kept (our own commits do
+        not change `PRAGMA data_version`); any other write empties what `get` kept."""
+        if self._depth > 0:  # nested (a savepoint): the outer transaction keeps the count
+            with self._boundary("write"), self._atomic():
+                yield
+            return
+        self._saved = {}
         try:
             with self._boundary("write"), self._atomic():
                 yield
-        finally:
+        except BaseException:
             self._recent.clear()  # what a failed write may have changed too
+            raise
+        finally:
+            saved, self._saved = self._saved, None
+        if saved is None or len(self._recent) + len(saved) > RECENT_RECORDS:
+            self._recent.clear()
+        else:
+            self._recent.update(saved)
+        self.search_merger.touch()
+
+    def _keep(self, record: SessionRecord) -> None:
+        """A record this transaction wrote whole (see `_write`)."""
+        if self._saved is not None:
+            self._saved[record.session_id] = record
+
+    def _forget_all(self) -> None:
+        """This transaction changes rows in a way `_write` cannot keep: forget them all."""
+        self._saved = None
 
     def _transaction(self) -> _Transaction:
         """The repository's transaction: `_write` on the one connection (this object is
@@ -259,10 +211,10 @@ class SqliteSessionStore(SessionRepository):
         return _Transaction(self)
 
     def _row(self, session_id: str) -> tuple[int, SessionRecord]:
-        row = self._conn.execute(_SELECT_BY_ID, (session_id,)).fetchone()
+        row = self._conn.execute(SELECT_BY_ID, (session_id,)).fetchone()
         if row is None:
             raise SessionNotFound(session_id)
-        return _record(row)
+        return record_of(row)
 
     # ---- the driver (repository.StoreDriver), inside `_transaction` ---------------------
 
@@ -276,8 +228,9 @@ class SqliteSessionStore(SessionRepository):
         columns = sorted({*names, "updated_at", "version"})  # one SQL text per set
         self._conn.execute(
             f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in columns)} WHERE seq = ?",
-            [*(_column_value(getattr(record, c)) for c in columns), seq],
+            [*(column_value(getattr(record, c)) for c in columns), seq],
         )
+        self._keep(record)
 
     async def add_message(self, seq: int, index: int, body: str) -> None:
         self._conn.execute(
@@ -301,16 +254,18 @@ class SqliteSessionStore(SessionRepository):
         self._index_soon()
 
     async def insert_row(self, record: SessionRecord) -> int:
-        return self._insert_row(record)
+        seq = self._insert_row(record)
+        self._keep(record)
+        return seq
 
     async def live_rows(self) -> list[tuple[int, SessionRecord]]:
         live = sorted(state.value for state in LIVE_STATES)
         rows = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM sessions WHERE status IN ({', '.join('?' * len(live))})"
+            f"SELECT {COLUMNS} FROM sessions WHERE status IN ({', '.join('?' * len(live))})"
             " ORDER BY seq",
             live,
         ).fetchall()
-        return [_record(row) for row in rows]
+        return [record_of(row) for row in rows]
 
     async def _listed(
         self,
@@ -348,7 +303,7 @@ class SqliteSessionStore(SessionRepository):
             filters.append("(updated_at, sessions.seq) < (?, ?)")
             args += [cursor[0], cursor[1]]
         where = " AND ".join(filters) or "1"
-        columns = _COLUMNS.replace("seq, ", "sessions.seq, ", 1)
+        columns = COLUMNS.replace("seq, ", "sessions.seq, ", 1)
         # One row beyond the page says whether a next page exists.
         sql = (
             f"SELECT {columns} FROM {source} WHERE {where}"
@@ -356,7 +311,7 @@ class SqliteSessionStore(SessionRepository):
         )
         args.append(rows)
         with self._boundary("read"):
-            return [_record(row) for row in self._conn.execute(sql, args)]
+            return [record_of(row) for row in self._conn.execute(sql, args)]
 
     async def _messages(self, session_id: str, start: int, stop: int) -> list[dict[str, Any]]:
         # One statement, so the existence check and the page come from one snapshot.
@@ -386,6 +341,7 @@ class SqliteSessionStore(SessionRepository):
 
     async def renew_leases(self, owner: str, expires: float) -> set[str]:
         with self._write():
+            self._forget_all()
             rows = self._conn.execute(
                 "UPDATE sessions SET lease_expires = ? WHERE lease_owner = ? RETURNING id",
                 (expires, owner),
@@ -394,9 +350,11 @@ class SqliteSessionStore(SessionRepository):
 
     async def delete(self, session_id: str) -> None:
         with self._write():
+            self._forget_all()
             seq, _ = self._row(session_id)
             self._conn.execute("DELETE FROM messages WHERE session_seq = ?", (seq,))
             self._conn.execute("DELETE FROM sessions WHERE seq = ?", (seq,))
+        self._merge_soon()  # the index took the rows out as segments of their own
 
     # ---- the search index, a batch at a time (migrations.py, v5) ----------------------
 
@@ -436,7 +394,14 @@ class SqliteSessionStore(SessionRepository):
                 last = ids[-1][0]
                 self._conn.execute(migrations.INDEX_PENDING, (last,))
                 self._conn.execute("DELETE FROM search_pending WHERE id <= ?", (last,))
+        if ids:
+            self._merge_soon()
         return len(ids)
+
+    def _merge_soon(self) -> None:
+        """The search index has segments to merge: once the store is idle (search_merge.py)."""
+        if self._merge_when_idle:
+            self.search_merger.poke()
 
     def _index_pending(self) -> int:
         """Index every queued transcript row, a batch per transaction; how many. An empty
@@ -461,8 +426,8 @@ class SqliteSessionStore(SessionRepository):
         if exists:
             raise StoreError(f"session {record.session_id} already exists")
         cursor = self._conn.execute(
-            f"INSERT INTO sessions ({_INSERT_COLUMNS}) VALUES ({', '.join('?' * len(_FIELDS))})",
-            [_column_value(getattr(record, name)) for name in _FIELDS],
+            f"INSERT INTO sessions ({INSERT_COLUMNS}) VALUES ({', '.join('?' * len(FIELDS))})",
+            [column_value(getattr(record, name)) for name in FIELDS],
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
@@ -478,6 +443,7 @@ class SqliteSessionStore(SessionRepository):
         brought up to date first (if that fails, the next search on the file does it)."""
         if self._closed:
             return
+        self.search_merger.close()  # first: it waits for a merge step under way, if any
         if self._index_timer is not None:
             self._index_timer.cancel()
             self._index_timer = None

@@ -37,6 +37,7 @@ from sidecar.agent.providers.base import (
 from sidecar.domain.errors import ProviderError
 
 OUTPUT_PREVIEW_LINES = 20
+STREAM_BATCH = 32  # words streamed between two turns given to the event loop
 
 
 CHARS_PER_TOKEN = 4  # the usual rough estimate, for usage reports without a tokenizer
@@ -212,10 +213,13 @@ class OfflineProvider:
 
     @staticmethod
     async def _stream(text: str, on_text: TextCallback) -> ProviderReply:
+        """Word by word, as a model streams; the loop is given a turn every STREAM_BATCH
+        words (a long answer never holds it, a short one costs no extra loop steps)."""
         words = text.split(" ")
         for index, word in enumerate(words):
             on_text(word if index == 0 else " " + word)
-            await asyncio.sleep(0)
+            if index % STREAM_BATCH == STREAM_BATCH - 1:
+                await asyncio.sleep(0)
         return ProviderReply(text=text)
 
     async def aclose(self) -> None:
