@@ -19,6 +19,7 @@ MAX_ATTACHED: Final = 50  # blocks beside one prompt's text
 MAX_IMAGE_DATA: Final = 8 * 1024 * 1024  # base64 characters (the sidecar's cap is 5 MiB bytes)
 MAX_NAME: Final = 4096
 IMAGE_TYPES: Final = ("image/png", "image/jpeg", "image/gif", "image/webp")
+CARRIERS: Final = ("image", "resource")  # blocks that are a message without text
 
 
 class ComposeInput(ValueError):
@@ -75,6 +76,17 @@ def attached(value: Any, name: str = "attachments") -> list[dict[str, Any]]:
         else:
             raise ComposeInput(f"{where}.type must be resource_link or image")
     return blocks
+
+
+def prompt_content(text: Any, attachments: Any, limit: int) -> list[dict[str, Any]]:
+    """A prompt as ACP content: its text (when there is any) and the blocks beside it. A
+    message of only an image (a screenshot pasted, then Enter) goes without text."""
+    if not isinstance(text, str) or len(text) > limit:
+        raise ComposeInput(f"prompt must be text (at most {limit} characters)")
+    blocks = attached(attachments)
+    if not text.strip() and not any(b["type"] in CARRIERS for b in blocks):
+        raise ComposeInput("prompt must be non-empty text, or come with an image")
+    return [{"type": "text", "text": text}] * bool(text.strip()) + blocks
 
 
 class ComposeCalls:

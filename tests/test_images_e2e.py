@@ -227,3 +227,42 @@ async def test_a_50_mb_image_is_refused_at_the_frame_and_the_sidecar_goes_on(
         assert answer["stopReason"] == "end_turn"
     finally:
         await client.close()
+
+
+async def test_a_prompt_of_only_an_image_goes_and_an_empty_one_is_refused(
+    tmp_path: Path, served: tuple[str, FakeServerProcess]
+) -> None:
+    """A screenshot pasted and sent with Enter: no text beside it. The model gets the
+    image (and no empty text part); the transcript's user entry shows it."""
+    provider, fake = served
+    sidecar = await start(tmp_path / "data", provider, fake)
+    try:
+        sid = (await sidecar.new_session(tmp_path))["sessionId"]
+        picture = png(2, 2, "blue")
+        await fake.script({"type": "text", "text": "A blue square."})
+        answer = await sidecar.call(
+            "session/prompt", {"sessionId": sid, "prompt": [image_block(picture)]}
+        )
+        assert answer["stopReason"] == "end_turn"
+        (request,) = await fake.requests()
+        assert images_received(provider, request["body"]) == [
+            ("image/png", base64.b64encode(picture).decode())
+        ]
+        last = [m for m in request["body"]["messages"] if m["role"] == "user"][-1]
+        assert [p["type"] for p in last["content"]] == [
+            "image_url" if provider == "openai" else "image"
+        ]
+        (entry,) = [m for m in (await sidecar.messages(sid))["messages"] if m["type"] == "user"]
+        assert entry["text"] == "" and len(entry["images"]) == 1
+        # Queued, too (here at once: the session is idle).
+        await fake.script({"type": "text", "text": "Again."})
+        await sidecar.call("_session/queue", {"sessionId": sid, "prompt": [image_block(picture)]})
+        await fake.wait_requests(2)
+        # Nothing in it at all is still refused, however it comes.
+        for blocks in ([{"type": "text", "text": "  \n"}], []):
+            for method in ("session/prompt", "_session/queue"):
+                with pytest.raises(RpcError) as caught:
+                    await sidecar.call(method, {"sessionId": sid, "prompt": blocks})
+                assert caught.value.code == -32602 and "prompt" in str(caught.value)
+    finally:
+        await sidecar.close()
