@@ -150,7 +150,7 @@ async def test_cancel_pauses_the_queue_clear_empties_it_and_send_now_runs_next(
         await queue(sidecar, sid, "dropped")
         await sidecar.call("session/cancel", {"sessionId": sid, "_meta": {"clearQueue": True}})
         await turn
-        assert await listed(sidecar, sid) == {"queue": [], "paused": False}
+        assert await listed(sidecar, sid) == {"queue": [], "paused": False, "refused": None}
         # Send now: the running turn is cancelled and this one runs next, ahead of the rest.
         turn = sidecar.prompt_task(sid, "/sleep 30 third long")
         await running(sidecar, sid)

@@ -80,7 +80,7 @@ class SessionManager:
         )
         self._library = SessionLibrary(deps, self._lifecycle, self._queries)
         self.store = deps.runtime.store
-        self._images = deps.runtime.images
+        self.images = deps.runtime.images  # the data dir's images (queue checks them too)
         # What no session may see (the data and config dirs): also never mentioned.
         self.hidden_dirs: tuple[str, ...] = deps.runtime.hide
         self.events = deps.events
@@ -158,7 +158,7 @@ class SessionManager:
         """An image of the session's transcript (its id is the digest of its bytes: who
         has the id has seen the image), for a client to show."""
         await self.store.get(session_id)  # SessionNotFound for an unknown session
-        mime, data = await self._images.load(digest)
+        mime, data = await self.images.load(digest)
         return ImageData(digest, mime, base64.b64encode(data).decode())
 
     async def changes(self, session_id: str, turn: int | None) -> TurnChanges:
