@@ -148,10 +148,16 @@ class SessionManager:
 
     async def read_prompt(self, session_id: str, blocks: Sequence[dict[str, Any]]) -> UserPrompt:
         """The turn's user message from the client's blocks: the builtin engine's model
-        gets `@`-mentioned files' text; an external agent keeps the links."""
+        gets `@`-mentioned files' text; an external agent that takes embedded context
+        gets small text files embedded, any other keeps the links."""
         record = (await self.view(session_id)).record
+        runtime = self.runtime(session_id)
         return await read_prompt(
-            blocks, cwd=record.cwd, hidden=self.hidden_dirs, reads_files=record.agent == BUILTIN
+            blocks,
+            cwd=record.cwd,
+            hidden=self.hidden_dirs,
+            reads_files=record.agent == BUILTIN,
+            embeds_files=runtime is not None and runtime.engine.embeds_files,
         )
 
     async def image(self, session_id: str, digest: str) -> ImageData:
