@@ -368,12 +368,47 @@ def test_mode_switch_and_errors(tui: Tui):
 def test_cancel_a_running_turn(tui: Tui):
     tui.new_session()
     tui.run("//sleep 30", r"\[running")
-    tui.run("again", r"error: .*busy")
+    tui.run("again", r"\[queue: 1 waiting\]\n  1\. again\n")  # waits, not "busy"
     started = time.monotonic()
     tui.run("/cancel", r"\[turn ended: cancelled\]")
+    tui.expect(r"\[queue: 1 waiting, paused\]\n  1\. again\n  /queue run goes on")
     assert time.monotonic() - started < 10
-    tui.turn("after", r"Echo: after")
+    tui.turn("after", r"Echo: after")  # idle: at once, ahead of the paused queue
     tui.run("/cancel", r"nothing to cancel")
+
+
+def test_prompts_typed_while_a_turn_runs_wait_in_the_queue_and_can_be_steered(tui: Tui):
+    tui.new_session()
+    tui.run("//sleep 30", r"\[running")
+    tui.run("first queued", r"\[queue: 1 waiting\]\n  1\. first queued\n")
+    tui.run("second queued", r"\[queue: 2 waiting\]\n  1\. first queued\n  2\. second queued\n")
+    tui.run("third queued", r"\[queue: 3 waiting\]")
+    tui.run(
+        "/queue edit 2 second, edited",
+        r"  1\. first queued\n  2\. second, edited\n  3\. third queued\n",
+    )
+    tui.run("/queue move 3 1", r"  1\. third queued\n  2\. first queued\n  3\. second, edited\n")
+    tui.run("/queue remove 2", r"\[queue: 2 waiting\]\n  1\. third queued\n  2\. second, edited\n")
+    tui.run("/queue", r"\[queue: 2 waiting\]\n  1\. third queued\n  2\. second, edited\n")
+    tui.run("/queue remove 9", r"error: no queued message '9'")
+    tui.run("/queue frobnicate", r"error: usage: /queue")
+    tui.run("/help", r"/queue remove N \| edit N TEXT")
+    # Stop: the queue is kept, paused; /queue run goes on, in order, each turn shown.
+    tui.run("/cancel", r"\[turn ended: cancelled\]")
+    tui.expect(r"\[queue: 2 waiting, paused\]")
+    tui.run("/queue run", r"you: third queued\n(.*\n)*?Echo: third queued")
+    tui.expect(r"you: second, edited\n(.*\n)*?Echo: second, edited")
+    tui.expect(r"\[queue: empty\]")
+    # /cancel --clear empties it.
+    tui.run("//sleep 30", r"\[running")
+    tui.run("dropped", r"\[queue: 1 waiting\]")
+    tui.run("/cancel --clear", r"\[queue: empty\]")
+    tui.expect(r"\[turn ended: cancelled\]")
+    # /now: the running turn is cancelled and this one runs next.
+    tui.run("//sleep 30", r"\[running")
+    tui.run("/now urgent", r"you: urgent\n(.*\n)*?Echo: urgent")
+    tui.expect(r"\[idle, gen 1\]")
+    assert "dropped" not in tui.output[tui.mark :]
 
 
 def test_a_provider_failure_is_shown_and_the_client_carries_on(tui: Tui):
