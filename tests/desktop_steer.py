@@ -306,9 +306,9 @@ def _blur(page: Any) -> None:
 
 
 def notifications(page: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Turn ended and approval waiting while the window is not focused: a Notify each,
-    titled with the session's title; a click selects that session; the count of sessions
-    waiting for you; the preference off sends none."""
+    """Turn ended, approval waiting and turn failed while the window is not focused: a
+    Notify each, titled with the session's title; a click selects that session; the count
+    of sessions waiting for you; the preference off sends none."""
     page.ready()
     sid = page.create_session(args.workspace, "Notify me")
     other = page.create_session(args.workspace, "Elsewhere")
@@ -364,6 +364,13 @@ def notifications(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.send("loud again")
     page.wait_text("transcript", "Echo: loud again")
     seen["all"] = _wait_notified(args, 4)
+    # A turn that fails (the offline provider's scripted failure) is told too.
+    page.wait_item(sid, "idle")
+    _blur(page)
+    page.send("/fail the provider is down")
+    page.wait_item(sid, "error")
+    seen["failed"] = _wait_notified(args, 5)[4]
+    seen["failed_waiting"] = page.text("waiting-count")
     return seen
 
 

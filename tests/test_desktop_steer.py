@@ -103,6 +103,13 @@ def test_notifications_when_unfocused_a_click_selects_and_the_preference_stops_t
     # ended, approval, ended (after the approval), and -- with the preference off for
     # "quiet please" -- nothing until it is on again: "loud again" ended.
     assert len(bodies) == 4 and bodies[2] == bodies[3] == "The turn ended.", bodies
+    # A failed turn: the session's title, and what went wrong.
+    failed = r["failed"]
+    assert (failed["summary"], failed["body"]) == (
+        "Notify me",
+        "The turn failed: offline provider: the provider is down",
+    )
+    assert failed["actions"][0] == "default" and r["failed_waiting"] == "1 waiting"
 
 
 @window_only

@@ -875,6 +875,11 @@ def test_new_with_an_agent_runs_its_turns_and_the_list_shows_it(
         "/new --agent scripted --title Outside",
         r"created (sess_\w+) \(idle, gen 1, mode craft, agent scripted, backend pipe\)",
     ).group(1)
+    # The agent's own plan is printed as the builtin's is.
+    tui.turn(
+        "plan read the code | write the fix",
+        r"plan \(0/2 done\):\n  \[~\] read the code\n  \[ \] write the fix\n",
+    )
     tui.turn("say hi from agent", r"\nhi from agent\n")
     assert "session/prompt" in setup.methods("scripted"), "the scripted agent ran the turn"
     builtin = tui.new_session("--title", "Ours")
