@@ -104,6 +104,7 @@
     li.append(
       el("span", { class: "queue-pos", text: `${index + 1}.` }),
       el("span", { class: "queue-text", "data-testid": "queue-text", text, title: text }),
+      ...imagesNote(item),
       el("div", { class: "queue-actions", role: "group", "aria-label": `Queued message ${index + 1}` },
         button("queue-up", "↑", "Move up", () => move(item.id, -1), index === 0),
         button("queue-down", "↓", "Move down", () => move(item.id, 1), index === count - 1),
@@ -115,6 +116,14 @@
       ),
     );
     return li;
+  }
+
+  // "🖼 2" beside a queued message that carries images (one of only an image has no text).
+  function imagesNote(item) {
+    const count = (item.prompt || []).filter((b) => b && b.type === "image").length;
+    if (!count) return [];
+    const label = `${count} image${count > 1 ? "s" : ""}`;
+    return [el("span", { class: "queue-images", "data-testid": "queue-images", text: `🖼 ${count}`, title: label, "aria-label": label })];
   }
 
   function button(testid, text, title, onclick, disabled = false) {
