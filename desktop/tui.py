@@ -398,13 +398,16 @@ class Tui(
         stop = result.get("stopReason")
         if self.quitting:
             return
-        if sid == self.current:
+        # A queued turn may already be streaming when this one's answer arrives: its
+        # line is left alone (its own end, or its state line, ends it).
+        following = self.running(sid) or (self.states.get(sid) or {}).get("status") == "running"
+        if sid == self.current and not following:
             self.stream(self.agent_filter.flush())
         if sid != self.current:
             self.say(f"[{sid[:9]}: turn ended: {stop}]")
         elif stop != "end_turn":
             self.say(f"[turn ended: {stop}]")
-        elif self.col == "stream":
+        elif self.col == "stream" and not following:
             self.stream("\n")
 
     def hint(self, sid: str, exc: BaseException) -> str:
