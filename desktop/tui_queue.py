@@ -37,7 +37,8 @@ def item_text(item: dict[str, Any]) -> str:
     extras = [
         f"{n} {what}{'s' if n > 1 else ''}" for n, what in ((images, "image"), (files, "file")) if n
     ]
-    return words + (f" [+{', '.join(extras)}]" if extras else "")
+    carried = f"[+{', '.join(extras)}]" if extras else ""
+    return " ".join(part for part in (words, carried) if part)
 
 
 def queue_lines(body: dict[str, Any], clean: Callable[[str], str]) -> list[str]:

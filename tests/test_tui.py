@@ -971,3 +971,33 @@ def test_mentions_on_a_pipe_name_existing_paths_only(tui: Tui, workspace: Path):
     # me@example.com is no mention, and @missing.py names nothing: both stay text.
     assert "[file src/server/request_parser.py]" in shown
     assert "missing.py: not found" not in shown and "example.com]" not in shown
+
+
+def test_the_queue_is_printed_with_what_each_message_carries_and_why_it_paused() -> None:
+    from desktop.tui_queue import queue_lines
+
+    image = {"type": "image", "mimeType": "image/png", "data": "AA=="}
+    body = {
+        "queue": [
+            {"id": "q_1", "prompt": [image]},
+            {"id": "q_2", "prompt": [{"type": "text", "text": "look\nhere"}, image, image]},
+            *(
+                {"id": f"q_{n}", "prompt": [{"type": "text", "text": f"m{n}"}]}
+                for n in range(3, 14)
+            ),
+        ],
+        "paused": True,
+        "refused": {"id": "q_1", "reason": "the model 'm' is given no images by its provider"},
+    }
+    lines = queue_lines(body, lambda text: text)
+    assert lines[:3] == [
+        "[queue: 13 waiting, paused]",
+        "  1. [+1 image]  (refused)",
+        "  2. look here [+2 images]",
+    ]
+    assert lines[-2:] == [
+        "  ... and 3 more",
+        "  a message was not sent: the model 'm' is given no images by its provider;"
+        " /queue edit or remove it, then /queue run",
+    ]
+    assert queue_lines({"queue": [], "paused": False}, str) == ["[queue: empty]"]

@@ -8,9 +8,15 @@ runs; it takes the turn lock before the message leaves the queue, so a message i
 both queued and running, and an edit or a removal either happens before its turn or is
 refused as too late.
 
+A message is checked when it is added or edited for whatever its turn would refuse (the
+engine's refusal, images for a model given none, an image that is none or too big), so
+it is refused then, in `session/prompt`'s words. One its turn refuses all the same (the
+model changed meanwhile) is neither dropped nor stalls the drain: it stays first, the
+queue is paused with the reason (`Refusal`), and its waiter gets the refusal.
+
 What stops the queue: a cancel pauses it (`clear` empties it instead); a runtime that
-starts after a crash cut a turn short pauses it too (the user says when it goes on:
-`run`). A message sent "now" cancels the running turn and runs next without pausing; a
+starts after a crash cut a turn short pauses it too, and so does a refused message (the
+user says when it goes on: `run`). A message sent "now" cancels the running turn and runs next without pausing; a
 message added while the session is idle runs at once (ahead of a paused queue, whose
 messages stay paused). A waiter (a `session/prompt` with `_meta.queue`) is answered when
 its message's turn ends, or as cancelled when it is removed or the queue cleared.
