@@ -20,7 +20,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from desktop import mcp_servers, render, sessions
-from desktop.bridge_compose import ComposeCalls, ComposeInput, attached
+from desktop.bridge_compose import ComposeCalls, ComposeInput, prompt_content
 from desktop.bridge_review import ReviewCalls
 from desktop.bridge_steer import SteerCalls
 from desktop.client import RpcError, SidecarGone
@@ -41,6 +41,7 @@ MAX_PAGE = 1000
 OUTPUT_COLOUR_LIMIT = 64 * 1024  # a stored command's output shown in colour up to this size
 OUTPUT_PAGE = 256 * 1024
 MAX_DRAFT = 1_000_000
+MAX_PROMPT = 1_000_000
 MAX_AGENT_NAME = 200
 
 TITLES: dict[int, str] = {
@@ -469,10 +470,7 @@ class Bridge(ReviewCalls, SteerCalls, ComposeCalls):
         try:
             params = {
                 "sessionId": _text(session_id, "sessionId"),
-                "prompt": [
-                    {"type": "text", "text": _text(text, "prompt")},
-                    *attached(attachments),
-                ],
+                "prompt": prompt_content(text, attachments, MAX_PROMPT),
             }
         except (BadInput, ComposeInput) as exc:
             return error("invalid_input", str(exc))

@@ -18,7 +18,9 @@ MAX_LIMIT: Final = 500
 MAX_ATTACHED: Final = 50  # blocks beside one prompt's text
 MAX_IMAGE_DATA: Final = 8 * 1024 * 1024  # base64 characters (the sidecar's cap is 5 MiB bytes)
 MAX_NAME: Final = 4096
+MAX_RESOURCE_TEXT: Final = 1_000_000  # characters of an embedded resource's text
 IMAGE_TYPES: Final = ("image/png", "image/jpeg", "image/gif", "image/webp")
+CARRIERS: Final = ("image", "resource")  # blocks that are a message without text
 
 
 class ComposeInput(ValueError):
@@ -57,9 +59,28 @@ def _image(block: dict[str, Any], where: str) -> dict[str, Any]:
     return {"type": "image", "mimeType": block["mimeType"], "data": data}
 
 
+def _resource(block: dict[str, Any], where: str) -> dict[str, Any]:
+    """An embedded text resource: `{type, resource: {uri, text, mimeType?}}`, bounded."""
+    resource = block.get("resource")
+    if set(block) != {"type", "resource"} or not isinstance(resource, dict):
+        raise ComposeInput(f"{where} (resource) must have exactly type and resource")
+    if not {"uri", "text"} <= set(resource) <= {"uri", "text", "mimeType"}:
+        raise ComposeInput(f"{where}.resource must have uri and text (and mimeType)")
+    uri, text = resource["uri"], resource["text"]
+    if not isinstance(uri, str) or not uri.strip() or len(uri) > 2 * MAX_NAME:
+        raise ComposeInput(f"{where}.resource.uri must be a URI")
+    if not isinstance(text, str) or len(text) > MAX_RESOURCE_TEXT:
+        raise ComposeInput(f"{where}.resource.text must be text (at most 1 MB)")
+    mime = resource.get("mimeType", "text/plain")
+    if not isinstance(mime, str) or len(mime) > 200:
+        raise ComposeInput(f"{where}.resource.mimeType must be a media type")
+    return {"type": "resource", "resource": {"uri": uri, "text": text, "mimeType": mime}}
+
+
 def attached(value: Any, name: str = "attachments") -> list[dict[str, Any]]:
     """The blocks the page sends beside a prompt's text, checked: `resource_link`
-    (`{type, name, uri}`) and `image` (`{type, mimeType, data}`) only."""
+    (`{type, name, uri}`), `image` (`{type, mimeType, data}`) and an embedded text
+    `resource` (`{type, resource: {uri, text, mimeType?}}`) only."""
     if value is None:
         return []
     if not isinstance(value, list) or len(value) > MAX_ATTACHED:
@@ -72,9 +93,22 @@ def attached(value: Any, name: str = "attachments") -> list[dict[str, Any]]:
             blocks.append(_link(block, where))
         elif kind == "image":
             blocks.append(_image(block, where))
+        elif kind == "resource":
+            blocks.append(_resource(block, where))
         else:
-            raise ComposeInput(f"{where}.type must be resource_link or image")
+            raise ComposeInput(f"{where}.type must be resource_link, image or resource")
     return blocks
+
+
+def prompt_content(text: Any, attachments: Any, limit: int) -> list[dict[str, Any]]:
+    """A prompt as ACP content: its text (when there is any) and the blocks beside it. A
+    message of only an image (a screenshot pasted, then Enter) goes without text."""
+    if not isinstance(text, str) or len(text) > limit:
+        raise ComposeInput(f"prompt must be text (at most {limit} characters)")
+    blocks = attached(attachments)
+    if not text.strip() and not any(b["type"] in CARRIERS for b in blocks):
+        raise ComposeInput("prompt must be non-empty text, or come with an image")
+    return [{"type": "text", "text": text}] * bool(text.strip()) + blocks
 
 
 class ComposeCalls:

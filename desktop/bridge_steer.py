@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from desktop.bridge_compose import ComposeInput, attached
+from desktop.bridge_compose import ComposeInput, prompt_content
 from protocol.methods import Method
 
 if TYPE_CHECKING:
@@ -37,10 +37,6 @@ def _words(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_TEXT:
         raise SteerInput(f"{name} must be non-empty text (at most 1 MB)")
     return value
-
-
-def _blocks(text: Any) -> list[dict[str, str]]:
-    return [{"type": "text", "text": _words(text, "prompt")}]
 
 
 def _bad(message: str) -> dict[str, Any]:
@@ -79,7 +75,7 @@ class SteerCalls:
             Method.QUEUE,
             lambda: {
                 "sessionId": _sid(session_id),
-                "prompt": [*_blocks(text), *attached(attachments)],
+                "prompt": prompt_content(text, attachments, MAX_TEXT),
                 "now": now,
             },
         )
@@ -87,13 +83,16 @@ class SteerCalls:
     def queue_list(self, session_id: str) -> Any:
         return self._call(Method.QUEUE_LIST, lambda: {"sessionId": _sid(session_id)})
 
-    def queue_edit(self, session_id: str, item_id: str, text: str) -> Any:
+    def queue_edit(
+        self, session_id: str, item_id: str, text: str, attachments: list[Any] | None = None
+    ) -> Any:
+        """A queued message's new text; `attachments`: the blocks it keeps beside it."""
         return self._call(
             Method.QUEUE_EDIT,
             lambda: {
                 "sessionId": _sid(session_id),
                 "id": _words(item_id, "id"),
-                "prompt": _blocks(text),
+                "prompt": prompt_content(text, attachments, MAX_TEXT),
             },
         )
 

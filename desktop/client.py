@@ -105,7 +105,10 @@ class SidecarClient:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            await self._write(request(method, params=params or {}, id=request_id))
+            # The id first: a request too large for the sidecar to read whole is still
+            # answered by its id (the sidecar reads it from the line's start).
+            message = request(method, params=params or {}, id=request_id)
+            await self._write({"id": message.pop("id"), **message})
             return await future
         finally:
             self._pending.pop(request_id, None)

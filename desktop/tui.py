@@ -8,7 +8,9 @@ asked of the sidecar, never cached here. Sessions are in `desktop.tui_sessions`,
 rules and MCP servers in `desktop.tui_consent`, command output in `desktop.tui_output`,
 file changes, diffs and rewinding in `desktop.tui_changes`, the agent's plan in
 `desktop.tui_plan`, worktrees and the per-hunk review in `desktop.tui_review`, `@`
-mentions (sent as `resource_link` blocks beside the text) in `desktop.tui_mentions`.
+mentions (sent as `resource_link` blocks beside the text) in `desktop.tui_mentions`, the
+session's queue (a prompt typed while a turn runs waits in it; `/queue`) in
+`desktop.tui_queue`.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from desktop.tui_consent import ConsentCommands, permission_key
 from desktop.tui_mentions import COMPLETIONS, mention_blocks
 from desktop.tui_output import OutputView
 from desktop.tui_plan import PlanView, plan_lines
+from desktop.tui_queue import QueueCommands
 from desktop.tui_review import ReviewCommands
 from desktop.tui_sessions import SessionCommands
+from protocol.errors import ErrorCode
 from protocol.methods import Method
 
 HELP = """/sessions              numbered: title, status, last activity, a preview; * is current
@@ -51,7 +55,12 @@ HELP = """/sessions              numbered: title, status, last activity, a previ
 /switch N|ID           make it current (N from /sessions; an id prefix will do)
 /close [N]  /resume [N]  /forget N   close (record kept), start again, delete (asks y/N)
 /retry                 send the current session's last prompt again (after an error)
-/mode M  /cancel       set the current session's mode; stop its running turn (Ctrl-C too)
+/mode M  /cancel [--clear]  set the current session's mode; stop its running turn (Ctrl-C
+                       too): its queue is kept, paused (--clear: emptied)
+/queue                 the current session's queue: messages typed while a turn runs wait
+                       there and run in order as turns end (printed when it changes)
+/queue remove N | edit N TEXT | move N TO | run   take one out, change its text, move
+                       it, go on after a pause;  /now TEXT  cancel the turn, run TEXT next
 /output [PAGE]         the last command's whole output, 200 lines a page
 /rules [rm N]          the current session's permission rules; remove rule N
 /mcp [reconnect NAME]  the current session's MCP servers and their tools; reconnect one
@@ -68,8 +77,8 @@ HELP = """/sessions              numbered: title, status, last activity, a previ
                        you type on a terminal); the model gets its text beside yours
 y a n N                answer a waiting approval: y once, a always, n reject, N always reject
 quit                   close live sessions (records kept) and leave; Ctrl-D too
-anything else is a prompt to the current session; an unknown /word is answered here, never
-sent; //text sends "/text" as it is (e.g. //mcp SERVER TOOL {json} for the offline provider)"""
+anything else is a prompt to the current session (queued while a turn runs); an unknown
+/word is answered here, never sent; //text sends "/text" as it is (e.g. //mcp SERVER TOOL {json} for the offline provider)"""
 QUIT_WORDS = {"quit", "/quit", "exit"}
 COMMAND = re.compile(r"/[A-Za-z][\w-]*")
 EOF, QUIT_NOW = "\x00eof", "\x00quit"
@@ -97,7 +106,9 @@ def read_stdin(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str]) -> No
             put(line.decode("utf-8", "replace").rstrip("\r"))
 
 
-class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewCommands):
+class Tui(
+    SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewCommands, QueueCommands
+):
     def __init__(self, sidecar_args: list[str]) -> None:
         self.host = SidecarHost(sidecar_args)
         self.current: str | None = None
@@ -132,6 +143,8 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
         self.sized: dict[str, tuple[int, int]] = {}
         self.agent_filter = SgrFilter()  # agent text is untrusted too
         self.offered: dict[str, set[str]] = {}  # sessionId -> paths completion offered
+        self.queue_ids: dict[str, list[str]] = {}  # sessionId -> queued ids as last printed
+        self.queue_items: dict[str, dict[str, dict[str, Any]]] = {}
 
     # ---- output: async events may arrive at any time, so keep lines from running together ----
 
@@ -205,11 +218,15 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
             self.show_update(str(params.get("sessionId")), params.get("update") or {})
         elif method == Method.TURN_CHANGES:
             self.show_turn_changes(params)
+        elif method == Method.QUEUE_UPDATE:
+            self.show_queue(str(params.get("sessionId")), params)
 
     def show_update(self, sid: str, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
         call_id = str(update.get("toolCallId"))
-        if kind == "agent_message_chunk":
+        if kind == "user_message_chunk":  # a turn this client did not send: a queued one
+            self.say(f"you: {self.clean(str((update.get('content') or {}).get('text') or ''))}")
+        elif kind == "agent_message_chunk":
             text = self.agent_filter.feed(str((update.get("content") or {}).get("text") or ""))
             self.stream(text if self.colour else strip_all(text))
         elif kind == "tool_call":
@@ -293,10 +310,16 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
         self.say(f"mode set to {arg}")
 
     async def cmd_cancel(self, arg: str) -> None:
-        sid = (await self.resolve(arg, default_current=True))["sessionId"]
-        result = await self.host.request(Method.SESSION_CANCEL, {"sessionId": sid})
+        words = arg.split()
+        clear = "--clear" in words
+        target = " ".join(w for w in words if w != "--clear")
+        sid = (await self.resolve(target, default_current=True))["sessionId"]
+        params: dict[str, Any] = {"sessionId": sid}
+        if clear:
+            params["_meta"] = {"clearQueue": True}
+        result = await self.host.request(Method.SESSION_CANCEL, params)
         if not (isinstance(result, dict) and result.get("cancelled")):
-            self.say("nothing to cancel")
+            self.say("nothing to cancel" + (" (the queue is emptied)" if clear else ""))
 
     async def cmd_help(self, arg: str) -> None:
         self.say(HELP)
@@ -308,7 +331,10 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
             self.say("no current session: /new creates one, /switch N picks one")
             return
         self.last_prompt[self.current] = text
-        task = asyncio.create_task(self.turn(self.current, text))
+        # While a turn runs (ours or another client's) the prompt waits in the queue.
+        busy = self.running(self.current)
+        busy = busy or (self.states.get(self.current) or {}).get("status") == "running"
+        task = asyncio.create_task(self.turn(self.current, text, queued=busy))
         self.turns[task] = self.current
 
     async def complete_files(self, query: str) -> list[dict[str, Any]]:
@@ -339,13 +365,29 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
             blocks += mention_blocks(text, str(cwd), self.offered.get(sid, ()))
         return blocks
 
-    async def turn(self, sid: str, text: str) -> None:
-        """One prompt; its stream is printed by on_notification, its end here."""
+    async def turn(self, sid: str, text: str, *, queued: bool = False) -> None:
+        """One prompt (`queued`: it waits for the running turn, in the session's queue,
+        and is answered when its own turn ends); its stream is printed by
+        on_notification, its end here."""
         try:
-            params = {"sessionId": sid, "prompt": await self.prompt_blocks(sid, text)}
-            if sid == self.current:
+            params: dict[str, Any] = {
+                "sessionId": sid,
+                "prompt": await self.prompt_blocks(sid, text),
+            }
+            if sid == self.current and not queued:
                 await self.size_session()  # its PTY commands get this terminal's size
-            result = await self.host.request(Method.SESSION_PROMPT, params)
+            try:
+                result = await self.host.request(
+                    Method.SESSION_PROMPT,
+                    {**params, "_meta": {"queue": True}} if queued else params,
+                )
+            except RpcError as exc:
+                if queued or exc.code != ErrorCode.SESSION_BUSY:
+                    raise
+                # A turn started meanwhile (a queued message, another client's): wait too.
+                result = await self.host.request(
+                    Method.SESSION_PROMPT, {**params, "_meta": {"queue": True}}
+                )
         except (RpcError, ConnectionError, TimeoutError) as exc:
             if not self.quitting:
                 self.say(f"error: {describe(exc)}{self.hint(sid, exc)}")
@@ -356,13 +398,16 @@ class Tui(SessionCommands, ConsentCommands, OutputView, ChangesCommands, ReviewC
         stop = result.get("stopReason")
         if self.quitting:
             return
-        if sid == self.current:
+        # A queued turn may already be streaming when this one's answer arrives: its
+        # line is left alone (its own end, or its state line, ends it).
+        following = self.running(sid) or (self.states.get(sid) or {}).get("status") == "running"
+        if sid == self.current and not following:
             self.stream(self.agent_filter.flush())
         if sid != self.current:
             self.say(f"[{sid[:9]}: turn ended: {stop}]")
         elif stop != "end_turn":
             self.say(f"[turn ended: {stop}]")
-        elif self.col == "stream":
+        elif self.col == "stream" and not following:
             self.stream("\n")
 
     def hint(self, sid: str, exc: BaseException) -> str:

@@ -35,7 +35,7 @@ from sidecar.acp import preload
 from sidecar.acp.initialize import ClientOptions, initialize_handler
 from sidecar.acp.server import RpcServer
 from sidecar.acp.stdio import LineWriter, open_reader, reserve_stdout
-from sidecar.config import Config, open_store, provider_problem
+from sidecar.config import Config, open_store, provider_problem, takes_images
 from sidecar.domain.errors import StoreError
 from sidecar.http import deferred
 from sidecar.store.base import ChangeFeed, SessionStore
@@ -160,9 +160,7 @@ async def run(config: Config) -> int:
         log.warning("the %s provider cannot work: %s", config.provider, provider)
     server.register(
         Method.INITIALIZE,
-        initialize_handler(
-            lambda: store_problem, client, provider, probing, config.provider != "offline"
-        ),
+        initialize_handler(lambda: store_problem, client, provider, probing, takes_images(config)),
     )
     for name in (*ACP_METHODS, *EXTENSION_METHODS):
         if name != Method.INITIALIZE:

@@ -13,7 +13,7 @@ import platformdirs
 from sidecar.agent.backends.groups import CommandLimits
 from sidecar.agent.external.definitions import AgentConfigError, AgentDefinition, parse_cli_agent
 from sidecar.agent.providers import keys
-from sidecar.agent.providers.base import Provider
+from sidecar.agent.providers.base import Provider, gives_images
 from sidecar.checkpoints.store import CheckpointStore
 from sidecar.core.output_spools import OutputSpools
 from sidecar.domain.records import SessionRecord
@@ -38,6 +38,9 @@ class Config:
     max_tokens: int | None = None
     thinking_budget: int | None = None
     context_window: int | None = None
+    # Models (fnmatch globs) the provider's endpoint gives no images: prompts with one
+    # are refused before their turn, and `initialize` says so for the default model.
+    text_only_models: tuple[str, ...] = ()
     mcp_start_timeout: float = 20.0
     mcp_call_timeout: float = 120.0
     checkpoints: bool = True
@@ -143,6 +146,14 @@ def parse_args(argv: list[str] | None = None) -> Config:
         help="openai: the model's context window in tokens, for usage reports",
     )
     parser.add_argument(
+        "--text-only-model",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="a model the provider's endpoint gives no images (a glob: 'llama3*', '*': "
+        "every model); repeatable; prompts with images are refused before the turn",
+    )
+    parser.add_argument(
         "--mcp-start-timeout",
         type=float,
         default=20.0,
@@ -230,6 +241,8 @@ def parse_args(argv: list[str] | None = None) -> Config:
         parser.error("--store postgres needs --database-url (or SIDECAR_DATABASE_URL)")
     if args.db_timeout <= 0 or args.db_pool_size < 1:
         parser.error("--db-timeout must be positive and --db-pool-size at least 1")
+    if any(not glob.strip() for glob in args.text_only_model):
+        parser.error("--text-only-model needs a model name or glob")
     if args.context_budget < 0:
         parser.error("--context-budget must be >= 0")
     if args.kill_grace < 0 or args.interrupt_grace < 0:
@@ -253,6 +266,7 @@ def parse_args(argv: list[str] | None = None) -> Config:
         max_tokens=args.max_tokens,
         thinking_budget=args.thinking_budget,
         context_window=args.context_window,
+        text_only_models=tuple(args.text_only_model),
         mcp_start_timeout=args.mcp_start_timeout,
         mcp_call_timeout=args.mcp_call_timeout,
         checkpoints=not args.no_checkpoints,
@@ -333,6 +347,14 @@ def provider_problem(config: Config) -> str | None:
     return keys.missing_key(keys.resolve_key(None, key), url or None, default, key)
 
 
+def takes_images(config: Config) -> bool:
+    """`initialize`'s `promptCapabilities.image`: the offline provider reads text only; an
+    API's default model takes images unless `--text-only-model` names it."""
+    if config.provider == "offline":
+        return False
+    return gives_images(model_name(config), config.text_only_models)
+
+
 def model_name(config: Config) -> str:
     if config.provider == "openai":
         return config.model or DEFAULT_OPENAI_MODEL
@@ -353,6 +375,7 @@ def provider_factory(config: Config) -> Callable[[SessionRecord], Provider]:
                 base_url=config.base_url,
                 max_tokens=config.max_tokens,
                 context_window=config.context_window,
+                text_only_models=config.text_only_models,
             )
 
         return make_openai
@@ -365,6 +388,7 @@ def provider_factory(config: Config) -> Callable[[SessionRecord], Provider]:
                 base_url=config.base_url,
                 max_tokens=config.max_tokens,
                 thinking_budget=config.thinking_budget,
+                text_only_models=config.text_only_models,
             )
 
         return make_anthropic

@@ -117,9 +117,25 @@ def _paste_png(page: Any) -> None:
     page.wait(f"{CHIPS} === 1", "the image chip")
 
 
+def _drop(page: Any, name: str, mime: str, data: bytes) -> None:
+    """A synthetic drop of a file onto the composer (dragover, then drop, as a file
+    dragged from a file manager brings them)."""
+    encoded = base64.b64encode(data).decode()
+    page.js(
+        f"(() => {{ const bytes = Uint8Array.from(atob('{encoded}'), c => c.charCodeAt(0));"
+        " const dt = new DataTransfer();"
+        f" dt.items.add(new File([bytes], {json.dumps(name)}, {{type: {json.dumps(mime)}}}));"
+        f" const input = {page.el('prompt-input')};"
+        " for (const kind of ['dragover', 'drop'])"
+        "   input.dispatchEvent(new DragEvent(kind,"
+        "     {dataTransfer: dt, bubbles: true, cancelable: true})); })()"
+    )
+
+
 def image_stored(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     """With a provider that takes images, a pasted PNG is sent, the chip goes, and the
-    stored user entry shows it as a thumbnail fetched with `_session/image`."""
+    stored user entry shows it as a thumbnail fetched with `_session/image`; a PNG dropped
+    onto the composer is sent alone with Enter (no text), a dropped text file refused."""
     page.ready()
     sid = page.create_session(args.workspace, "Stored image")
     _paste_png(page)
@@ -131,13 +147,36 @@ def image_stored(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     with urllib.request.urlopen(f"{args.provider_url}/_requests", timeout=5) as response:
         body = json.loads(response.read())["requests"][-1]["body"]
     users = [m for m in body["messages"] if m["role"] == "user"]
-    return {
+    seen: dict[str, Any] = {
         "model_got": [p["type"] for p in users[-1]["content"]],
         "chips_after": page.js(CHIPS),
         "src": page.js(f"{thumb}.getAttribute('src').slice(0, 22)"),
         "size": page.js(f"[{thumb}.naturalWidth, {thumb}.naturalHeight]"),
         "composer_error": page.visible("composer-error"),
     }
+    # A file that is no image, dropped: said by the composer, nothing attached.
+    _drop(page, "notes.txt", "text/plain", b"just text")
+    page.wait(f"!{page.el('composer-error')}.hidden", "the dropped file refused")
+    seen["dropped_text"] = {"error": page.text("composer-error"), "chips": page.js(CHIPS)}
+    # An image dropped (not pasted) onto the composer, sent alone: Enter with no text.
+    _drop(page, "dropped.png", "image/png", png(3, 3))
+    page.wait(f"{CHIPS} === 1", "the dropped image's chip")
+    page.fill("prompt-input", "")
+    _key(page, "Enter")
+    stored = "document.querySelectorAll('.stored [data-testid=msg-image] img')"
+    page.wait(f"{stored}.length === 2", "the dropped image in the stored entry")
+    page.wait_item(sid, "idle")
+    last = f"{stored}[1]"
+    page.wait(f"{last}.complete && {last}.naturalWidth === 3", "the dropped image's thumbnail")
+    with urllib.request.urlopen(f"{args.provider_url}/_requests", timeout=5) as response:
+        body = json.loads(response.read())["requests"][-1]["body"]
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    seen["dropped"] = {
+        "model_got": [p["type"] for p in users[-1]["content"]],
+        "chips_after": page.js(CHIPS),
+        "size": page.js(f"[{last}.naturalWidth, {last}.naturalHeight]"),
+    }
+    return seen
 
 
 def image_paste(page: Any, args: argparse.Namespace) -> dict[str, Any]:

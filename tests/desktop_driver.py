@@ -1776,7 +1776,8 @@ def scripted_agents(args: argparse.Namespace) -> Iterator[list[str]]:
 def agents(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     """The new-session form's agent picker: the list as the sidecar gives it, an agent not
     installed says how to install it (nothing created), the scripted agent picked runs the
-    session's turns, and the session shows its agent where a builtin one shows none."""
+    session's turns (its plan pinned above the composer), and the session shows its agent
+    where a builtin one shows none."""
     page.ready()
     seen: dict[str, Any] = {}
     page.click("new-session")
@@ -1810,6 +1811,17 @@ def agents(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     page.wait_item(sid, "idle")
     seen["transcript"] = page.text("transcript")
     seen["summary_agent"] = page.host(Method.STATUS, {"sessionId": sid}).get("agent")
+    # The agent's own plan (ACP `plan` updates) is pinned above the composer too.
+    page.send("plan read the code | write the fix")
+    page.wait(f"!{page.el('plan')}.hidden", "the agent's plan pinned")
+    page.wait_item(sid, "idle")
+    rows = "[...document.querySelectorAll('[data-testid=plan-entry]')]"
+    seen["plan"] = {
+        "rows": page.js(
+            f"{rows}.map(r => [r.dataset.status, r.querySelector('.plan-text').textContent])"
+        ),
+        "summary": page.text("plan-summary"),
+    }
     # The form again: builtin is picked, and a builtin session shows no agent.
     page.click("new-session")
     seen["default_again"] = page.js(f"{picker}.value")

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,73 @@ def edit_plan(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     return seen
 
 
+# ---- a queued message its turn refuses -------------------------------------------------
+
+
+@contextlib.contextmanager
+def text_only_small_model(args: argparse.Namespace) -> Iterator[list[str]]:
+    """The fake Chat Completions server offering `fake-large` and `fake-small`, the
+    sidecar on it told that `fake-small` takes no images (`--text-only-model`)."""
+    port_file = Path(args.data_dir).parent / "fake-openai.port"
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_chat_server.py"), "--port-file", str(port_file),
+         "--models", "fake-large,fake-small"],
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT
+        while not port_file.exists():
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the fake provider server did not start")
+            time.sleep(0.05)
+        args.provider_url = f"http://127.0.0.1:{port_file.read_text()}"
+        yield ["--provider", "openai", "--base-url", f"{args.provider_url}/v1",
+               "--model", "fake-large", "--text-only-model", "fake-small"]  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def queue_refused(page: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """An image queued while the model takes images, then the model changed to one that
+    takes none: at its turn the message is kept first, the queue paused, and the page
+    says why above the queue (the sidecar's reason), the message outlined; removing it
+    clears the reason."""
+    from desktop_compose import _paste_png
+
+    page.ready()
+    sid = page.create_session(args.workspace, "Refused later")
+    slow = json.dumps([{"type": "text", "text": "slow", "delay": 30}]).encode()
+    request = urllib.request.Request(f"{args.provider_url}/_script", data=slow, method="POST")
+    with urllib.request.urlopen(request, timeout=5):
+        pass
+    page.send("a slow one")
+    page.wait_item(sid, "running")
+    _paste_png(page)
+    _type(page, "look at this later")
+    seen: dict[str, Any] = {"queued": _queued(page, 1)}
+    page.click("stop")
+    page.wait(f"!{page.el('queue-paused')}.hidden", "the paused queue")
+    page.wait_item(sid, "idle")
+    config = {"sessionId": sid, "configId": "model", "value": "fake-small"}
+    page.host(Method.SESSION_SET_CONFIG_OPTION, config)
+    page.click("queue-resume")
+    page.wait(f"!{page.el('queue-refused')}.hidden", "the refusal shown above the queue")
+    seen["refused"] = {
+        "text": page.text("queue-refused"),
+        "queued": list(page.js(QUEUED) or []),
+        "outlined": page.js(
+            f"{_item(0, 'queue-text')}.closest('li').classList.contains('refused')"
+        ),
+        "paused": page.visible("queue-paused"),
+        "images": page.text("queue-images"),
+    }
+    page.click("queue-remove")
+    page.wait(f"{QUEUED}.length === 0", "the refused message removed")
+    seen["after_remove"] = {"refused_shown": page.visible("queue-refused")}
+    return seen
+
+
 # ---- notifications -------------------------------------------------------------------
 
 
@@ -306,9 +374,9 @@ def _blur(page: Any) -> None:
 
 
 def notifications(page: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Turn ended and approval waiting while the window is not focused: a Notify each,
-    titled with the session's title; a click selects that session; the count of sessions
-    waiting for you; the preference off sends none."""
+    """Turn ended, approval waiting and turn failed while the window is not focused: a
+    Notify each, titled with the session's title; a click selects that session; the count
+    of sessions waiting for you; the preference off sends none."""
     page.ready()
     sid = page.create_session(args.workspace, "Notify me")
     other = page.create_session(args.workspace, "Elsewhere")
@@ -364,6 +432,13 @@ def notifications(page: Any, args: argparse.Namespace) -> dict[str, Any]:
     page.send("loud again")
     page.wait_text("transcript", "Echo: loud again")
     seen["all"] = _wait_notified(args, 4)
+    # A turn that fails (the offline provider's scripted failure) is told too.
+    page.wait_item(sid, "idle")
+    _blur(page)
+    page.send("/fail the provider is down")
+    page.wait_item(sid, "error")
+    seen["failed"] = _wait_notified(args, 5)[4]
+    seen["failed_waiting"] = page.text("waiting-count")
     return seen
 
 
@@ -385,9 +460,11 @@ def notifications_no_server(page: Any, args: argparse.Namespace) -> dict[str, An
 
 
 STEER_SCENARIOS = {
-    f.__name__: f for f in (queue_steer, edit_plan, notifications, notifications_no_server)
+    f.__name__: f
+    for f in (queue_steer, queue_refused, edit_plan, notifications, notifications_no_server)
 }
 STEER_SETUPS = {
+    "queue_refused": text_only_small_model,
     "notifications": lambda args: session_bus(args, server=True),
     "notifications_no_server": lambda args: session_bus(args, server=False),
 }

@@ -4,11 +4,12 @@ sidecar by tests/test_desktop_compose.py), and build the requests the protocol n
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
-from desktop.bridge_compose import ComposeCalls, ComposeInput, attached
+from desktop.bridge_compose import ComposeCalls, ComposeInput, attached, prompt_content
 from protocol.methods import Method
 
 
@@ -66,3 +67,37 @@ def test_attachments_pass_links_and_images_and_name_what_is_wrong() -> None:
     for value, field in bad:
         with pytest.raises(ComposeInput, match=field.replace("[", r"\[").replace("]", r"\]")):
             attached(value)
+
+
+def test_an_embedded_text_resource_passes_bounded() -> None:
+    resource = {"type": "resource", "resource": {"uri": "file:///w/a.md", "text": "hi"}}
+    (passed,) = attached([resource])
+    assert passed == {
+        "type": "resource",
+        "resource": {"uri": "file:///w/a.md", "text": "hi", "mimeType": "text/plain"},
+    }
+    inner = resource["resource"]
+    bad = [
+        ({**resource, "extra": 1}, "attachments[0] (resource)"),
+        ({"type": "resource", "resource": {"uri": "file:///a"}}, "attachments[0].resource"),
+        ({"type": "resource", "resource": {**inner, "blob": "AA=="}}, "attachments[0].resource"),
+        ({"type": "resource", "resource": {**inner, "uri": ""}}, "attachments[0].resource.uri"),
+        (
+            {"type": "resource", "resource": {**inner, "text": "x" * 1_000_001}},
+            "attachments[0].resource.text",
+        ),
+        ({"type": "resource", "resource": {**inner, "mimeType": 3}}, "mimeType"),
+    ]
+    for block, field in bad:
+        with pytest.raises(ComposeInput, match=re.escape(field)):
+            attached([block])
+
+
+def test_a_prompt_may_be_only_an_image_but_not_nothing() -> None:
+    image = {"type": "image", "mimeType": "image/png", "data": "iVBO"}
+    assert prompt_content("  ", [image], 100) == [image]  # no empty text block
+    assert prompt_content("hi", [image], 100) == [{"type": "text", "text": "hi"}, image]
+    link = {"type": "resource_link", "name": "a.py", "uri": "file:///w/a.py"}
+    for text, blocks in [("", []), ("   ", [link]), ("x" * 101, [])]:
+        with pytest.raises(ComposeInput, match="^prompt"):
+            prompt_content(text, blocks, 100)

@@ -42,8 +42,12 @@ def test_a_pasted_image_is_a_chip_and_its_refusal_shows_by_the_composer(
 
 
 @window_only
-def test_a_sent_image_is_shown_in_the_stored_user_entry(tmp_path: Path) -> None:
+def test_a_sent_image_is_shown_and_a_dropped_one_goes_alone(tmp_path: Path) -> None:
     r = run_driver("image_stored", tmp_path)  # the fake Chat Completions server takes images
     assert "image_url" in r["model_got"] and "text" in r["model_got"]
     assert r["chips_after"] == 0 and r["composer_error"] is False
     assert r["src"] == "data:image/png;base64," and r["size"] == [2, 2]
+    assert "is not a PNG, JPEG, GIF or WebP" in r["dropped_text"]["error"]
+    assert r["dropped_text"]["chips"] == 0
+    # Dropped, sent without text: the model got the image alone.
+    assert r["dropped"] == {"model_got": ["image_url"], "chips_after": 0, "size": [3, 3]}

@@ -53,6 +53,18 @@ def test_messages_queued_while_a_turn_runs_are_edited_removed_and_run_in_order(
 
 
 @window_only
+def test_a_queued_message_its_turn_refuses_stays_and_the_page_says_why(tmp_path: Path) -> None:
+    r = run_driver("queue_refused", tmp_path)
+    assert r["queued"] == ["look at this later"]
+    refused = r["refused"]
+    assert refused["queued"] == ["look at this later"] and refused["outlined"] is True
+    assert refused["paused"] is True and refused["images"] == "🖼 1"
+    assert "'fake-small' is given no images" in refused["text"], refused["text"]
+    assert refused["text"].startswith("A message was not sent: ")
+    assert r["after_remove"] == {"refused_shown": False}
+
+
+@window_only
 def test_edit_and_resend_in_place_and_the_pinned_plan(tmp_path: Path) -> None:
     r = run_driver("edit_plan", tmp_path)
     assert r["editor"] == {
@@ -103,6 +115,13 @@ def test_notifications_when_unfocused_a_click_selects_and_the_preference_stops_t
     # ended, approval, ended (after the approval), and -- with the preference off for
     # "quiet please" -- nothing until it is on again: "loud again" ended.
     assert len(bodies) == 4 and bodies[2] == bodies[3] == "The turn ended.", bodies
+    # A failed turn: the session's title, and what went wrong.
+    failed = r["failed"]
+    assert (failed["summary"], failed["body"]) == (
+        "Notify me",
+        "The turn failed: offline provider: the provider is down",
+    )
+    assert failed["actions"][0] == "default" and r["failed_waiting"] == "1 waiting"
 
 
 @window_only

@@ -562,6 +562,10 @@ def test_the_new_session_form_picks_an_external_agent_that_runs_the_session(
     # The scripted agent runs the session: its answer in the transcript, its name shown.
     assert "hi from agent" in r["transcript"]
     assert r["summary_agent"] == "scripted"
+    assert r["plan"] == {
+        "rows": [["in_progress", "read the code"], ["pending", "write the fix"]],
+        "summary": "Plan · 0/2 done · now: read the code",
+    }
     assert r["badge"] == "scripted" and r["detail_agent"] == "agent: scripted"
     assert r["item_label"].endswith(", agent scripted")
     assert r["default_again"] == "builtin", "the next session is builtin unless picked"

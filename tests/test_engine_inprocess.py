@@ -60,6 +60,10 @@ class ScriptedEngine:
     def uses_provider(self) -> bool:
         return False  # it runs no model of the host's: the runtime makes it no provider
 
+    @property
+    def embeds_files(self) -> bool:
+        return False
+
     def options(self) -> tuple[AgentOption, ...]:
         return ()
 

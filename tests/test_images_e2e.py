@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_process import FakeServerProcess
-from harness import Sidecar
+from harness import Sidecar, eventually
 from PIL import Image
-from raw_client import RawClient, frame
+from raw_client import RawClient, frame, key
 
 from desktop.client import RpcError
 
@@ -203,27 +204,89 @@ async def test_a_50_mb_image_is_refused_at_the_frame_and_the_sidecar_goes_on(
     tmp_path: Path,
 ) -> None:
     """50 MB of image is ~67 MB of base64: over the 64 MiB a message may be. The frame is
-    discarded (answered with an id-less error: its id cannot be read) and nothing else is
-    disturbed; the window refuses anything over 5 MiB before sending (docs/desktop.md)."""
+    discarded and nothing else is disturbed; the request is answered by its id when the
+    line's start shows it (ACP's SDKs and our client write `id` before `params`), else
+    with the null id of what cannot be read. The window refuses anything over 5 MiB
+    before sending (docs/desktop.md)."""
     client = await RawClient.start(tmp_path / "data")
     try:
         sid = (await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
             "sessionId"
         ]
         huge = base64.b64encode(b"\x89PNG" + b"\0" * (50 * 1024 * 1024)).decode()
+        params = prompt(sid, "look", {"type": "image", "mimeType": "image/png", "data": huge})
+        # The id after the bulk: it cannot be read from the start.
         request_id = client.new_id()
-        await client.write(
-            frame(
-                "session/prompt",
-                prompt(sid, "look", {"type": "image", "mimeType": "image/png", "data": huge}),
-                request_id,
-            )
-        )
+        await client.write(frame("session/prompt", params, request_id))
         refused = await client.reply(None)
         assert refused["error"]["code"] == -32600 and "larger than" in refused["error"]["message"]
+        # The id first: answered by it.
+        request_id = client.new_id()
+        first = {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params}
+        await client.write(json.dumps(first).encode() + b"\n")
+        refused = await client.reply(request_id)
+        assert refused["error"]["code"] == -32600 and "larger than" in refused["error"]["message"]
+        # A string id too; a response of the client (no method) is never answered by its id.
+        named = {"jsonrpc": "2.0", "id": "big-1", "method": "session/prompt", "params": params}
+        await client.write(json.dumps(named).encode() + b"\n")
+        assert (await client.reply("big-1"))["error"]["code"] == -32600
+        response = {"jsonrpc": "2.0", "id": "big-2", "result": {"data": huge}}
+        await client.write(json.dumps(response).encode() + b"\n")
+        assert await eventually(lambda: len(client.replies.get(key(None), [])) == 2)
+        assert key("big-2") not in client.replies
         status = await client.call("_session/status", {"sessionId": sid})
         assert status["status"] == "idle" and status["turns"] == 0
         answer = await client.call("session/prompt", prompt(sid, "still here?"))
         assert answer["stopReason"] == "end_turn"
     finally:
         await client.close()
+    # Our own client (the window's and the TUI's) gets its request answered, not left hanging.
+    sidecar = await Sidecar.start(tmp_path / "data2")
+    try:
+        sid = (await sidecar.new_session(tmp_path))["sessionId"]
+        params = prompt(sid, "look", {"type": "image", "mimeType": "image/png", "data": huge})
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("session/prompt", params)
+        assert caught.value.code == -32600 and "larger than" in str(caught.value)
+        assert (await sidecar.prompt(sid, "still here?"))["stopReason"] == "end_turn"
+    finally:
+        await sidecar.close()
+
+
+async def test_a_prompt_of_only_an_image_goes_and_an_empty_one_is_refused(
+    tmp_path: Path, served: tuple[str, FakeServerProcess]
+) -> None:
+    """A screenshot pasted and sent with Enter: no text beside it. The model gets the
+    image (and no empty text part); the transcript's user entry shows it."""
+    provider, fake = served
+    sidecar = await start(tmp_path / "data", provider, fake)
+    try:
+        sid = (await sidecar.new_session(tmp_path))["sessionId"]
+        picture = png(2, 2, "blue")
+        await fake.script({"type": "text", "text": "A blue square."})
+        answer = await sidecar.call(
+            "session/prompt", {"sessionId": sid, "prompt": [image_block(picture)]}
+        )
+        assert answer["stopReason"] == "end_turn"
+        (request,) = await fake.requests()
+        assert images_received(provider, request["body"]) == [
+            ("image/png", base64.b64encode(picture).decode())
+        ]
+        last = [m for m in request["body"]["messages"] if m["role"] == "user"][-1]
+        assert [p["type"] for p in last["content"]] == [
+            "image_url" if provider == "openai" else "image"
+        ]
+        (entry,) = [m for m in (await sidecar.messages(sid))["messages"] if m["type"] == "user"]
+        assert entry["text"] == "" and len(entry["images"]) == 1
+        # Queued, too (here at once: the session is idle).
+        await fake.script({"type": "text", "text": "Again."})
+        await sidecar.call("_session/queue", {"sessionId": sid, "prompt": [image_block(picture)]})
+        await fake.wait_requests(2)
+        # Nothing in it at all is still refused, however it comes.
+        for blocks in ([{"type": "text", "text": "  \n"}], []):
+            for method in ("session/prompt", "_session/queue"):
+                with pytest.raises(RpcError) as caught:
+                    await sidecar.call(method, {"sessionId": sid, "prompt": blocks})
+                assert caught.value.code == -32602 and "prompt" in str(caught.value)
+    finally:
+        await sidecar.close()

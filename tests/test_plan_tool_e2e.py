@@ -3,7 +3,8 @@ openai`) against the loopback Chat Completions server scripting the model's call
 
 Clients get ACP `plan` session/updates; the call is in the transcript and `session/load`
 replays the plan; a plan too long is cut and the model told; a bad one is a tool error
-and the turn goes on.
+and the turn goes on. An external agent's plan (the scripted ACP agent) is bounded the
+same way, the cut marked for the user.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from external_agents import AgentSetup
 from fake_process import FakeServerProcess
 from harness import Sidecar
 
@@ -169,3 +171,30 @@ async def test_an_invalid_plan_is_a_tool_error_and_the_turn_goes_on(
     (failed,) = [u for u in agent.updates(sid, "tool_call_update") if u.get("status") == "failed"]
     assert failed["toolCallId"] == "call_bad"
     assert (await agent.status(sid))["status"] == "idle"
+
+
+async def test_an_external_agents_plan_of_ten_thousand_entries_is_cut_and_marked(
+    tmp_path: Path, workspace: Path
+) -> None:
+    setup = AgentSetup(tmp_path / "agents").add("scripted")
+    sidecar = await Sidecar.start(tmp_path / "data", *setup.args())
+    try:
+        sid = (await sidecar.new_session(workspace, agent="scripted"))["sessionId"]
+        result = await sidecar.prompt(sid, "plan-many 10000 5000\nsay planned")
+        assert result["stopReason"] == "end_turn"
+        (plan,) = sidecar.updates(sid, "plan")
+        entries = plan["entries"]
+        assert len(entries) == 1000 and entries[998]["content"] == "step 998"
+        assert entries[-1]["content"] == (
+            "… and 9,001 more entries the agent sent (a plan shows at most 1,000)"
+        )
+        assert len(entries[0]["content"]) == 2000 and entries[0]["content"].endswith("…")
+        # A plan within the bound goes through as it was sent.
+        await sidecar.prompt(sid, "plan-many 3")
+        assert [e["content"] for e in sidecar.updates(sid, "plan")[-1]["entries"]] == [
+            "step 0",
+            "step 1",
+            "step 2",
+        ]
+    finally:
+        await sidecar.close()

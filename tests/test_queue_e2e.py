@@ -150,7 +150,7 @@ async def test_cancel_pauses_the_queue_clear_empties_it_and_send_now_runs_next(
         await queue(sidecar, sid, "dropped")
         await sidecar.call("session/cancel", {"sessionId": sid, "_meta": {"clearQueue": True}})
         await turn
-        assert await listed(sidecar, sid) == {"queue": [], "paused": False}
+        assert await listed(sidecar, sid) == {"queue": [], "paused": False, "refused": None}
         # Send now: the running turn is cancelled and this one runs next, ahead of the rest.
         turn = sidecar.prompt_task(sid, "/sleep 30 third long")
         await running(sidecar, sid)
@@ -330,5 +330,60 @@ async def test_a_queued_mention_is_read_when_its_turn_comes(tmp_path: Path) -> N
         await until_idle_and_empty(sidecar, sid)
         texts = await user_texts(sidecar, sid)
         assert "the-text-at-its-turn-43" in texts[-1] and texts[-1].startswith("look at")
+    finally:
+        await sidecar.close()
+
+
+async def test_an_edit_racing_the_start_of_its_turn_is_applied_whole_or_refused(
+    tmp_path: Path,
+) -> None:
+    """Edits fired back to back while the drain takes the message: each is applied before
+    the turn starts or refused as too late (-32602 naming `id`), never after. The turn
+    runs the text of the last edit that was applied (or the original): never a mix,
+    never twice. Edits go two at a time, so one can be in flight while the turn starts."""
+    sidecar = await Sidecar.start(tmp_path / "data")
+    try:
+        sid = (await sidecar.new_session(tmp_path))["sessionId"]
+
+        async def edit(item_id: str, text: str) -> bool:
+            try:
+                await sidecar.call(
+                    "_session/queue/edit", {"sessionId": sid, "id": item_id, "prompt": blocks(text)}
+                )
+            except RpcError as exc:
+                assert exc.code == -32602 and "id" in exc.message and "it ran" in exc.message
+                return False
+            return True
+
+        for round_ in range(6):
+            first = sidecar.prompt_task(sid, f"/sleep 0.3 round {round_}")
+            await running(sidecar, sid)
+            item = (await queue(sidecar, sid, f"original {round_}"))["item"]
+            applied: dict[str, int] = {}  # text -> the step (pair) it was sent in
+            refused: list[str] = []
+            step = 0
+            while not refused:
+                texts = [f"edit {round_}.{step}.{n}" for n in range(2)]
+                results = await asyncio.gather(*(edit(item["id"], t) for t in texts))
+                for text, ok in zip(texts, results, strict=True):
+                    if ok:
+                        applied[text] = step
+                    else:
+                        refused.append(text)
+                step += 1
+                assert step < 2000, "the message never left the queue"
+            await first
+            await until_idle_and_empty(sidecar, sid)
+            users = await user_texts(sidecar, sid)
+            ran = [t for t in users if t.startswith((f"original {round_}", f"edit {round_}."))]
+            assert len(ran) == 1, ran  # never both, never twice
+            assert ran[0] not in refused  # a refused edit never reached the turn
+            if not applied:
+                assert ran[0] == f"original {round_}"
+            else:
+                # Whole, applied, and of the last pair any edit of was applied (the two
+                # of a pair are concurrent: either may have been the later).
+                last = max(applied.values())
+                assert applied.get(ran[0]) == last, (ran, last, refused)
     finally:
         await sidecar.close()

@@ -368,12 +368,47 @@ def test_mode_switch_and_errors(tui: Tui):
 def test_cancel_a_running_turn(tui: Tui):
     tui.new_session()
     tui.run("//sleep 30", r"\[running")
-    tui.run("again", r"error: .*busy")
+    tui.run("again", r"\[queue: 1 waiting\]\n  1\. again\n")  # waits, not "busy"
     started = time.monotonic()
     tui.run("/cancel", r"\[turn ended: cancelled\]")
+    tui.expect(r"\[queue: 1 waiting, paused\]\n  1\. again\n  /queue run goes on")
     assert time.monotonic() - started < 10
-    tui.turn("after", r"Echo: after")
+    tui.turn("after", r"Echo: after")  # idle: at once, ahead of the paused queue
     tui.run("/cancel", r"nothing to cancel")
+
+
+def test_prompts_typed_while_a_turn_runs_wait_in_the_queue_and_can_be_steered(tui: Tui):
+    tui.new_session()
+    tui.run("//sleep 30", r"\[running")
+    tui.run("first queued", r"\[queue: 1 waiting\]\n  1\. first queued\n")
+    tui.run("second queued", r"\[queue: 2 waiting\]\n  1\. first queued\n  2\. second queued\n")
+    tui.run("third queued", r"\[queue: 3 waiting\]")
+    tui.run(
+        "/queue edit 2 second, edited",
+        r"  1\. first queued\n  2\. second, edited\n  3\. third queued\n",
+    )
+    tui.run("/queue move 3 1", r"  1\. third queued\n  2\. first queued\n  3\. second, edited\n")
+    tui.run("/queue remove 2", r"\[queue: 2 waiting\]\n  1\. third queued\n  2\. second, edited\n")
+    tui.run("/queue", r"\[queue: 2 waiting\]\n  1\. third queued\n  2\. second, edited\n")
+    tui.run("/queue remove 9", r"error: no queued message '9'")
+    tui.run("/queue frobnicate", r"error: usage: /queue")
+    tui.run("/help", r"/queue remove N \| edit N TEXT")
+    # Stop: the queue is kept, paused; /queue run goes on, in order, each turn shown.
+    tui.run("/cancel", r"\[turn ended: cancelled\]")
+    tui.expect(r"\[queue: 2 waiting, paused\]")
+    tui.run("/queue run", r"you: third queued\n(.*\n)*?Echo: third queued")
+    tui.expect(r"you: second, edited\n(.*\n)*?Echo: second, edited")
+    tui.expect(r"\[queue: empty\]")
+    # /cancel --clear empties it.
+    tui.run("//sleep 30", r"\[running")
+    tui.run("dropped", r"\[queue: 1 waiting\]")
+    tui.run("/cancel --clear", r"\[queue: empty\]")
+    tui.expect(r"\[turn ended: cancelled\]")
+    # /now: the running turn is cancelled and this one runs next.
+    tui.run("//sleep 30", r"\[running")
+    tui.run("/now urgent", r"you: urgent\n(.*\n)*?Echo: urgent")
+    tui.expect(r"\[idle, gen 1\]")
+    assert "dropped" not in tui.output[tui.mark :]
 
 
 def test_a_provider_failure_is_shown_and_the_client_carries_on(tui: Tui):
@@ -840,6 +875,11 @@ def test_new_with_an_agent_runs_its_turns_and_the_list_shows_it(
         "/new --agent scripted --title Outside",
         r"created (sess_\w+) \(idle, gen 1, mode craft, agent scripted, backend pipe\)",
     ).group(1)
+    # The agent's own plan is printed as the builtin's is.
+    tui.turn(
+        "plan read the code | write the fix",
+        r"plan \(0/2 done\):\n  \[~\] read the code\n  \[ \] write the fix\n",
+    )
     tui.turn("say hi from agent", r"\nhi from agent\n")
     assert "session/prompt" in setup.methods("scripted"), "the scripted agent ran the turn"
     builtin = tui.new_session("--title", "Ours")
@@ -931,3 +971,33 @@ def test_mentions_on_a_pipe_name_existing_paths_only(tui: Tui, workspace: Path):
     # me@example.com is no mention, and @missing.py names nothing: both stay text.
     assert "[file src/server/request_parser.py]" in shown
     assert "missing.py: not found" not in shown and "example.com]" not in shown
+
+
+def test_the_queue_is_printed_with_what_each_message_carries_and_why_it_paused() -> None:
+    from desktop.tui_queue import queue_lines
+
+    image = {"type": "image", "mimeType": "image/png", "data": "AA=="}
+    body = {
+        "queue": [
+            {"id": "q_1", "prompt": [image]},
+            {"id": "q_2", "prompt": [{"type": "text", "text": "look\nhere"}, image, image]},
+            *(
+                {"id": f"q_{n}", "prompt": [{"type": "text", "text": f"m{n}"}]}
+                for n in range(3, 14)
+            ),
+        ],
+        "paused": True,
+        "refused": {"id": "q_1", "reason": "the model 'm' is given no images by its provider"},
+    }
+    lines = queue_lines(body, lambda text: text)
+    assert lines[:3] == [
+        "[queue: 13 waiting, paused]",
+        "  1. [+1 image]  (refused)",
+        "  2. look here [+2 images]",
+    ]
+    assert lines[-2:] == [
+        "  ... and 3 more",
+        "  a message was not sent: the model 'm' is given no images by its provider;"
+        " /queue edit or remove it, then /queue run",
+    ]
+    assert queue_lines({"queue": [], "paused": False}, str) == ["[queue: empty]"]

@@ -16,16 +16,18 @@
     const input = byId("prompt-input");
     const text = input.value.trim();
     const sessionId = state.selected;
-    if (!text || !sessionId) return;
-    // Beside the text: the picked `@` mentions still in it, the attached images.
+    if (!sessionId) return;
+    // Beside the text: the picked `@` mentions still in it, the attached images. A
+    // message of only an image (a screenshot pasted, then Enter) goes without text.
     const attachments = [...ui.mentionBlocks(sessionId, text), ...ui.imageBlocks(sessionId)];
+    if (!text && !attachments.some((b) => b.type === "image")) return;
     if (store.shouldQueue(state, sessionId)) return ui.queueMessage(text, false, attachments); // waits its turn
     input.value = ""; // at once, so typing the next message is never wiped by this answer
     setDraft(sessionId, "");
     input.focus();
     state.lastPrompt.set(sessionId, text);
     // The message shows at once; the stored copy replaces it when the turn ends.
-    const pending = el("div", { class: "msg user pending", "data-testid": "pending-user", text });
+    const pending = el("div", { class: "msg user pending", "data-testid": "pending-user", text: text || "(image)" });
     ui.liveAppend(pending);
     byId("transcript").scrollTop = byId("transcript").scrollHeight;
     markRunning(sessionId);

@@ -55,6 +55,10 @@
     box.hidden = !q.items.length;
     byId("queue-count").textContent = `${q.items.length} queued`;
     byId("queue-paused").hidden = !q.paused;
+    // A message its turn refused (the model changed since it was queued): why it paused.
+    const refused = byId("queue-refused");
+    refused.hidden = !q.refused;
+    refused.textContent = q.refused ? `A message was not sent: ${q.refused.reason}. Edit or remove it, then Resume queue.` : "";
     byId("queue-resume").hidden = !q.paused || !(s && s.live);
     const focused = document.activeElement && document.activeElement.closest && document.activeElement.closest("[data-testid=queue-item]");
     const keep = focused ? [focused.dataset.itemId, document.activeElement.dataset.testid] : null;
@@ -68,7 +72,8 @@
 
   function queueItem(item, index, count) {
     const text = store.queueText(item);
-    const li = el("li", { class: "queue-item", "data-testid": "queue-item", "data-item-id": item.id });
+    const refusedHere = Boolean(store.queueOf(state, state.selected).refused && store.queueOf(state, state.selected).refused.id === item.id);
+    const li = el("li", { class: refusedHere ? "queue-item refused" : "queue-item", "data-testid": "queue-item", "data-item-id": item.id });
     if (state.queueEditing === item.id) {
       const area = el("textarea", { class: "queue-edit-input", "data-testid": "queue-edit-input", rows: "2", "aria-label": "Edit the queued message" });
       area.value = text;
@@ -99,6 +104,7 @@
     li.append(
       el("span", { class: "queue-pos", text: `${index + 1}.` }),
       el("span", { class: "queue-text", "data-testid": "queue-text", text, title: text }),
+      ...imagesNote(item),
       el("div", { class: "queue-actions", role: "group", "aria-label": `Queued message ${index + 1}` },
         button("queue-up", "↑", "Move up", () => move(item.id, -1), index === 0),
         button("queue-down", "↓", "Move down", () => move(item.id, 1), index === count - 1),
@@ -112,6 +118,14 @@
     return li;
   }
 
+  // "🖼 2" beside a queued message that carries images (one of only an image has no text).
+  function imagesNote(item) {
+    const count = (item.prompt || []).filter((b) => b && b.type === "image").length;
+    if (!count) return [];
+    const label = `${count} image${count > 1 ? "s" : ""}`;
+    return [el("span", { class: "queue-images", "data-testid": "queue-images", text: `🖼 ${count}`, title: label, "aria-label": label })];
+  }
+
   function button(testid, text, title, onclick, disabled = false) {
     return el("button", { type: "button", class: "ghost small", "data-testid": testid, text, title, "aria-label": title, onclick, disabled });
   }
@@ -119,7 +133,10 @@
   async function saveEdit(itemId, text) {
     if (!text.trim()) return;
     state.queueEditing = null;
-    const answer = await change("queue_edit", itemId, text);
+    // Only the text is edited here: the message's images and mentions stay with it.
+    const item = store.queueOf(state, state.selected).items.find((i) => i.id === itemId);
+    const kept = ((item && item.prompt) || []).filter((b) => b && b.type !== "text");
+    const answer = await change("queue_edit", itemId, text, kept);
     if (!answer) renderQueue(); // too late (it ran, or was removed): the queue as it is
   }
 

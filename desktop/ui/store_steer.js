@@ -10,13 +10,13 @@
   if (typeof module === "object" && module.exports) module.exports = part;
   else (root.AcpUi = root.AcpUi || {}).storeSteer = part;
 })(typeof self !== "undefined" ? self : this, () => {
-  const EMPTY = Object.freeze({ items: Object.freeze([]), paused: false });
+  const EMPTY = Object.freeze({ items: Object.freeze([]), paused: false, refused: null });
   const PLAN_MARKS = { completed: "✓", in_progress: "◐", pending: "○" };
   const PLAN_LABELS = { completed: "done", in_progress: "in progress", pending: "pending" };
 
   function steerState() {
     return {
-      queues: new Map(), // sessionId -> {items: [{id, prompt, createdAt}], paused}
+      queues: new Map(), // sessionId -> {items: [{id, prompt, createdAt}], paused, refused: {id, reason} | null}
       queuePushes: new Map(), // sessionId -> how many queue_update pushes came
       plans: new Map(), // sessionId -> [{content, status, priority}]
       planOpen: true, // the pinned plan is expanded
@@ -38,7 +38,8 @@
     const pushes = state.queuePushes.get(sessionId) || 0;
     if (asked === null) state.queuePushes.set(sessionId, pushes + 1);
     else if (asked !== pushes) return false;
-    state.queues.set(sessionId, { items: answer.queue, paused: Boolean(answer.paused) });
+    const refused = answer.refused && typeof answer.refused.id === "string" ? { id: answer.refused.id, reason: String(answer.refused.reason || "") } : null;
+    state.queues.set(sessionId, { items: answer.queue, paused: Boolean(answer.paused), refused });
     if (state.queueEditing && !answer.queue.some((i) => i.id === state.queueEditing)) state.queueEditing = null;
     return true;
   }

@@ -20,7 +20,8 @@ name as data, positional params "Invalid params". A batch is answered item by it
 same way, as a list, so the single, batch and fast paths cannot disagree. Every answer
 carries the message's own id whenever that id can be read (a string, a number or null
 in an object), so no readable id ever goes unanswered (a request whose `params` is a
-number included); `null` only when it cannot be read (bad JSON, an id of a wrong type,
+number included, and one too large to read whole whose id comes before its bulk:
+`oversized.py`); `null` only when it cannot be read (bad JSON, an id of a wrong type,
 a non-object, an empty batch).
 """
 
@@ -37,6 +38,7 @@ from typing import Any
 
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import MAX_MESSAGE_BYTES, encode_message
+from sidecar.acp.oversized import discard_line
 from sidecar.acp.stdio import LineWriter
 from sidecar.domain.errors import SidecarError
 from sidecar.wire.errors import to_protocol_error
@@ -280,26 +282,17 @@ class RpcServer:
             except asyncio.IncompleteReadError as exc:
                 return exc.partial or None  # EOF (a last line without newline still counts)
             except asyncio.LimitOverrunError as exc:
-                await self._discard_oversized(reader, exc.consumed)
+                members = await discard_line(reader, exc.consumed)
+                # Answered by its id when its start shows a request's (never a response's:
+                # that id is ours); null otherwise.
+                request_id = readable_id(members) if "method" in members else None
                 self._reply_error(
-                    None,
+                    request_id,
                     ProtocolError(
                         ErrorCode.INVALID_REQUEST,
                         f"message larger than {MAX_MESSAGE_BYTES} bytes; discarded",
                     ),
                 )
-
-    @staticmethod
-    async def _discard_oversized(reader: asyncio.StreamReader, consumed: int) -> None:
-        await reader.readexactly(consumed)
-        while True:
-            try:
-                await reader.readuntil(b"\n")
-                return
-            except asyncio.LimitOverrunError as exc:
-                await reader.readexactly(exc.consumed)
-            except asyncio.IncompleteReadError:
-                return
 
     def _reply_error(self, request_id: Any, error: ProtocolError) -> None:
         self._writer.send(

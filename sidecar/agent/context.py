@@ -76,8 +76,10 @@ async def _marker(read: PageReader, index: int) -> MarkerEntry | None:
 
 def with_image_parts(message: ChatMessage, data: dict[str, str]) -> ChatMessage:
     """A user message whose images are references, as Chat Completions content parts:
-    its text, then each image as a base64 data URL (`data`: digest -> base64)."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": str(message.get("content") or "")}]
+    its text (none for a message of only images), then each image as a base64 data URL
+    (`data`: digest -> base64)."""
+    text = str(message.get("content") or "")
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     for image in message.get("images", ()):
         encoded = data.get(image.digest)
         if encoded is not None:

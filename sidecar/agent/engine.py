@@ -74,6 +74,13 @@ class Engine(Protocol):
         """Whether the runtime makes it a provider client (the builtin loop's model)."""
         ...
 
+    @property
+    def embeds_files(self) -> bool:
+        """Whether a mentioned small text file reaches the agent embedded (an ACP
+        `resource` with its text, read here within the session's confinement) rather
+        than as the link: an external agent that takes embedded context."""
+        ...
+
     async def start(self, host: EngineHost) -> EngineStart:
         """Before the first turn, while the runtime starts (an external agent's process
         and session). A failure is the runtime's start failure (lastError)."""
@@ -123,6 +130,10 @@ class BuiltinEngine:
     @property
     def uses_provider(self) -> bool:
         return True
+
+    @property
+    def embeds_files(self) -> bool:
+        return False  # its model gets a mention's text in the message itself
 
     async def start(self, host: EngineHost) -> EngineStart:
         del host

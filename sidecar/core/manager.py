@@ -80,7 +80,7 @@ class SessionManager:
         )
         self._library = SessionLibrary(deps, self._lifecycle, self._queries)
         self.store = deps.runtime.store
-        self._images = deps.runtime.images
+        self.images = deps.runtime.images  # the data dir's images (queue checks them too)
         # What no session may see (the data and config dirs): also never mentioned.
         self.hidden_dirs: tuple[str, ...] = deps.runtime.hide
         self.events = deps.events
@@ -148,18 +148,23 @@ class SessionManager:
 
     async def read_prompt(self, session_id: str, blocks: Sequence[dict[str, Any]]) -> UserPrompt:
         """The turn's user message from the client's blocks: the builtin engine's model
-        gets `@`-mentioned files' text; an external agent keeps the links."""
+        gets `@`-mentioned files' text; an external agent that takes embedded context
+        gets small text files embedded, any other keeps the links."""
         runtime = self.runtime(session_id)  # a live session's cwd and agent: no read
         record = runtime.record if runtime is not None else await self.store.get(session_id)
         return await read_prompt(
-            blocks, cwd=record.cwd, hidden=self.hidden_dirs, reads_files=record.agent == BUILTIN
+            blocks,
+            cwd=record.cwd,
+            hidden=self.hidden_dirs,
+            reads_files=record.agent == BUILTIN,
+            embeds_files=runtime is not None and runtime.engine.embeds_files,
         )
 
     async def image(self, session_id: str, digest: str) -> ImageData:
         """An image of the session's transcript (its id is the digest of its bytes: who
         has the id has seen the image), for a client to show."""
         await self.store.get(session_id)  # SessionNotFound for an unknown session
-        mime, data = await self._images.load(digest)
+        mime, data = await self.images.load(digest)
         return ImageData(digest, mime, base64.b64encode(data).decode())
 
     async def changes(self, session_id: str, turn: int | None) -> TurnChanges:

@@ -8,9 +8,15 @@ runs; it takes the turn lock before the message leaves the queue, so a message i
 both queued and running, and an edit or a removal either happens before its turn or is
 refused as too late.
 
+A message is checked when it is added or edited for whatever its turn would refuse (the
+engine's refusal, images for a model given none, an image that is none or too big), so
+it is refused then, in `session/prompt`'s words. One its turn refuses all the same (the
+model changed meanwhile) is neither dropped nor stalls the drain: it stays first, the
+queue is paused with the reason (`Refusal`), and its waiter gets the refusal.
+
 What stops the queue: a cancel pauses it (`clear` empties it instead); a runtime that
-starts after a crash cut a turn short pauses it too (the user says when it goes on:
-`run`). A message sent "now" cancels the running turn and runs next without pausing; a
+starts after a crash cut a turn short pauses it too, and so does a refused message (the
+user says when it goes on: `run`). A message sent "now" cancels the running turn and runs next without pausing; a
 message added while the session is idle runs at once (ahead of a paused queue, whose
 messages stay paused). A waiter (a `session/prompt` with `_meta.queue`) is answered when
 its message's turn ends, or as cancelled when it is removed or the queue cleared.
@@ -20,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from protocol.values import StopReason
@@ -32,9 +38,17 @@ from sidecar.core.registry import KeyedLock
 from sidecar.core.runtime import SessionRuntime
 from sidecar.domain.errors import InvalidInput, InvalidState, SessionBusy, SidecarError
 from sidecar.domain.events import Origin, QueueChanged
-from sidecar.domain.prompts import UserPrompt, text_of
-from sidecar.domain.queue import Block, PromptQueue, QueueItem, new_item
+from sidecar.domain.prompts import UserPrompt
+from sidecar.domain.queue import (
+    Block,
+    PromptQueue,
+    QueueItem,
+    Refusal,
+    checked_prompt,
+    new_item,
+)
 from sidecar.store.base import SessionStore
+from sidecar.store.images import ImageStore
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +69,9 @@ class QueueOwner(Protocol):
     async def live(
         self, session_id: str, action: str, generation: int | None = None
     ) -> SessionRuntime: ...
+
+    @property
+    def images(self) -> ImageStore: ...
 
     async def read_prompt(self, session_id: str, blocks: Sequence[Block]) -> UserPrompt: ...
 
@@ -84,6 +101,20 @@ class SessionQueue:
         self._owner.events.publish(session_id, QueueChanged(queue))
         return queue
 
+    async def _check(self, session_id: str, prompt: Sequence[Block]) -> None:
+        """What the message's turn would refuse, refused now (InvalidInput naming
+        `prompt`, as `session/prompt` says it): no content, content the engine or its
+        model takes none of, an image that is none or too big (checked, not kept yet).
+        A session not live has no engine to ask: its images are checked."""
+        message = UserPrompt.of(prompt)
+        runtime = self._owner.runtime(session_id)
+        if runtime is not None:
+            await runtime.turns.check(message)
+            return
+        for block in message.blocks:
+            if block.get("type") == "image":
+                await self._owner.images.check(str(block.get("data") or ""))
+
     async def add(
         self, session_id: str, prompt: Sequence[Block], *, now: bool = False, wait: bool = False
     ) -> tuple[QueueItem, PromptQueue, asyncio.Future[TurnOutcome] | None]:
@@ -91,7 +122,7 @@ class SessionQueue:
         future answered when its turn ends."""
         runtime = await self._owner.live(session_id, "queue a message for")
         item = new_item(list(prompt))
-        text_of(item.prompt)  # a prompt with no text is refused now, not at its turn
+        await self._check(session_id, item.prompt)
         waiter = asyncio.get_running_loop().create_future() if wait else None
         async with self._locks.hold(session_id):
             queue = await self.current(session_id)
@@ -109,9 +140,9 @@ class SessionQueue:
         return item, queue, waiter
 
     async def edit(self, session_id: str, item_id: str, prompt: Sequence[Block]) -> PromptQueue:
+        await self._check(session_id, checked_prompt(list(prompt)))
         async with self._locks.hold(session_id):
             queue = (await self.current(session_id)).edited(item_id, list(prompt))
-            text_of(queue.items[queue.index(item_id)].prompt)
             return await self._save(session_id, queue)
 
     async def remove(self, session_id: str, item_id: str) -> PromptQueue:
@@ -132,7 +163,7 @@ class SessionQueue:
         async with self._locks.hold(session_id):
             queue = await self.current(session_id)
             if queue.paused:
-                queue = await self._save(session_id, dataclasses.replace(queue, paused=False))
+                queue = await self._save(session_id, queue.resumed())
         self._kick(session_id)
         return queue
 
@@ -155,7 +186,7 @@ class SessionQueue:
                     await self._save(session_id, PromptQueue())
                     self._answer_cancelled([i.id for i in queue.items])
                 elif queue.items and not queue.paused and not clear:  # kept, not run
-                    await self._save(session_id, dataclasses.replace(queue, paused=True))
+                    await self._save(session_id, replace(queue, paused=True))
         finally:
             self._held.discard(session_id)
         return cancelled
@@ -169,7 +200,7 @@ class SessionQueue:
             if not queue.items:
                 return
             if runtime.record.interrupted and not queue.paused:
-                await self._save(session_id, dataclasses.replace(queue, paused=True))
+                await self._save(session_id, replace(queue, paused=True))
                 return
         self._kick(session_id)
 
@@ -209,15 +240,20 @@ class SessionQueue:
             if queue.paused and first.id not in self._next:
                 return False
             try:
+                # Everything that can refuse the message comes before it leaves the queue.
                 message = await self._owner.read_prompt(session_id, first.prompt)
-                task = runtime.turns.start_prompt(message, Origin.QUEUE)
+                kept = await runtime.turns.keep_images(message)
+                task = runtime.turns.start_prompt(message, Origin.QUEUE, kept)
             except SessionBusy:
                 return True  # another turn came first: wait for it, then look again
-            except InvalidInput as exc:  # the engine takes no such content: it is dropped
+            except InvalidInput as exc:
+                # Taken when queued, refused now (the model changed since, say): kept at
+                # the head, the queue paused, every client told why.
                 log.warning("session %s: queued %s refused: %s", session_id, first.id, exc)
-                await self._save(session_id, rest)
+                refused = Refusal(first.id, exc.reason)
+                await self._save(session_id, replace(queue, paused=True, refused=refused))
                 self._answer_refused(first.id, exc)
-                return True
+                return False
             except InvalidState as exc:  # the session is in error: the queue waits
                 log.info("session %s: queue waits: %s", session_id, exc)
                 return False

@@ -202,15 +202,39 @@ class TurnRunner:
         not cancel the turn; cancelling is `abort()`'s job."""
         return await asyncio.shield(self.start_prompt(prompt, origin))
 
-    def start_prompt(self, prompt: str | UserPrompt, origin: Origin) -> asyncio.Task[TurnOutcome]:
-        """Take the turn lock now (synchronously: a cancel that comes right behind finds
-        the turn) and return the task that runs it. A prompt the engine cannot take (an
-        image for a model that reads none) is refused here, before anything is recorded."""
-        message = UserPrompt(prompt) if isinstance(prompt, str) else prompt
+    def refusal(self, message: UserPrompt) -> str | None:
+        """Why this runtime's turn would not take the prompt (None: it would): content the
+        engine cannot give its agent, an image for a model its provider gives none."""
         refusal = self._engine.refuses(message)
         if refusal is None and message.has("image") and self._engine.uses_provider:
             if not self.provider.takes_images:
                 refusal = f"the model {self.provider.model!r} is given no images by its provider"
+        return refusal
+
+    async def check(self, message: UserPrompt) -> None:
+        """Everything a turn would refuse of `message`, refused now (InvalidInput naming
+        `prompt`) and nothing kept: a queued message is refused when it is queued, not
+        at its turn."""
+        refusal = self.refusal(message)
+        if refusal is not None:
+            raise InvalidInput("prompt", refusal)
+        for block in message.blocks:
+            if block.get("type") == "image":
+                await self._runtime.images.check(str(block.get("data") or ""))
+
+    def start_prompt(
+        self,
+        prompt: str | UserPrompt,
+        origin: Origin,
+        kept: tuple[ImageRef, ...] | None = None,
+    ) -> asyncio.Task[TurnOutcome]:
+        """Take the turn lock now (synchronously: a cancel that comes right behind finds
+        the turn) and return the task that runs it. A prompt the engine cannot take (an
+        image for a model that reads none) is refused here, before anything is recorded.
+        `kept`: the prompt's images, kept already (`keep_images`); else they are kept
+        as the turn starts."""
+        message = UserPrompt(prompt) if isinstance(prompt, str) else prompt
+        refusal = self.refusal(message)
         if refusal is not None:
             raise InvalidInput("prompt", refusal)
         text = message.text
@@ -222,7 +246,7 @@ class TurnRunner:
             turn = runtime.record.turns + 1
             # Kept (checked by content) before anything is recorded: a refused image
             # leaves the session as it was.
-            images = await self._keep_images(message)
+            images = kept if kept is not None else await self.keep_images(message)
             entry = UserEntry(text, turn=turn, images=images)
             titled = runtime.record.title == DEFAULT_TITLE
             if titled:  # an untitled session is named after its first prompt, in one write
@@ -579,7 +603,9 @@ class TurnRunner:
             return messages
         return [with_image_parts(m, self._image_data) if "images" in m else m for m in messages]
 
-    async def _keep_images(self, message: UserPrompt) -> tuple[ImageRef, ...]:
+    async def keep_images(self, message: UserPrompt) -> tuple[ImageRef, ...]:
+        """The prompt's images, checked by their content and kept (InvalidInput naming
+        `prompt` for one that is no image or too big)."""
         kept = []
         for block in message.blocks:
             if block.get("type") == "image":

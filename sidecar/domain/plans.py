@@ -1,4 +1,5 @@
-"""A plan as the builtin engine's `update_plan` tool gives it: parsed, checked, bounded.
+"""A plan as the builtin engine's `update_plan` tool gives it: parsed, checked, bounded;
+and an external agent's plan, bounded the same way.
 
 A domain fact, not the tool's code: the loop reads a live call with it and the ACP edge
 reads a stored call again with it (session/load replays the plan), so a stored call is
@@ -8,6 +9,7 @@ shown exactly as it was when it ran. The entries are ACP's plan entry fields.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Final, Literal
 
@@ -16,7 +18,15 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from sidecar.domain.events import PlanItem
 from sidecar.domain.tools import UPDATE_PLAN
 
-__all__ = ["MAX_CONTENT", "MAX_ENTRIES", "UPDATE_PLAN", "ParsedPlan", "PlanError", "parse_plan"]
+__all__ = [
+    "MAX_CONTENT",
+    "MAX_ENTRIES",
+    "UPDATE_PLAN",
+    "ParsedPlan",
+    "PlanError",
+    "parse_plan",
+    "relayed_plan",
+]
 
 MAX_ENTRIES: Final = 1000  # a plan is a short checklist: a model that sends more is told
 MAX_CONTENT: Final = 2000  # characters of one entry
@@ -72,12 +82,28 @@ def parse_plan(arguments: str) -> ParsedPlan:
     items: list[PlanItem] = []
     cut_contents = 0
     for entry in plan.entries:
-        content = entry.content
-        if len(content) > MAX_CONTENT:
-            content = content[: MAX_CONTENT - 1] + "…"
-            cut_contents += 1
+        content = _cut(entry.content)
+        cut_contents += content != entry.content
         items.append(PlanItem(content, entry.priority, entry.status))
     return ParsedPlan(tuple(items), given, cut_contents)
+
+
+def relayed_plan(entries: Sequence[tuple[str, str, str]]) -> tuple[PlanItem, ...]:
+    """An external agent's plan (`(content, priority, status)` per entry) bounded as the
+    builtin's is: at most MAX_ENTRIES entries, each at most MAX_CONTENT characters. The
+    cut is marked for the user (no model to tell here): past the bound, the last entry
+    says how many more there were."""
+    shown = entries if len(entries) <= MAX_ENTRIES else entries[: MAX_ENTRIES - 1]
+    items = [PlanItem(_cut(content), priority, status) for content, priority, status in shown]
+    if len(entries) > MAX_ENTRIES:
+        more = len(entries) - len(shown)
+        note = f"… and {more:,} more entries the agent sent (a plan shows at most {MAX_ENTRIES:,})"
+        items.append(PlanItem(note, "low", "pending"))
+    return tuple(items)
+
+
+def _cut(content: str) -> str:
+    return content if len(content) <= MAX_CONTENT else content[: MAX_CONTENT - 1] + "…"
 
 
 def _reason(exc: ValidationError) -> str:

@@ -1,19 +1,25 @@
 """A prompt's ACP content blocks (JSON objects, as a client sent them) as the text a turn
 records and the builtin engine reads: text as is, a resource link as a reference line,
 an embedded text resource with its contents. One function for `session/prompt` and for a
-queued message whose turn came, so both read the same."""
+queued message whose turn came, so both read the same.
+
+A prompt may hold no text at all when it carries something else (a pasted screenshot
+sent with Enter, a resource): only a prompt with nothing in it is refused."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sidecar.domain.errors import InvalidInput
 
+# Blocks that are a message without any text beside them.
+CARRIERS: Final = frozenset({"image", "audio", "resource"})
+
 
 def text_of(
-    blocks: Iterable[Mapping[str, Any]], mention: Callable[[str], str | None] | None = None
+    blocks: Sequence[Mapping[str, Any]], mention: Callable[[str], str | None] | None = None
 ) -> str:
     """`mention`: a linked file's text for the model (an `@` mention, read by the edge),
     or None to give the link as a reference line."""
@@ -35,8 +41,8 @@ def text_of(
             if isinstance(resource, Mapping) and isinstance(resource.get("text"), str):
                 parts.append(f"[resource {resource.get('uri')}]\n{resource['text']}")
     text = "\n".join(parts)
-    if not text.strip():
-        raise InvalidInput("prompt", "must contain non-empty text content")
+    if not text.strip() and not any(block.get("type") in CARRIERS for block in blocks):
+        raise InvalidInput("prompt", "must contain non-empty text, an image or a resource")
     return text
 
 

@@ -2,8 +2,8 @@
 
 Each item keeps its prompt as the ACP content blocks the client sent (JSON objects, as
 sent: text, resource links, resources, images), an id and when it was queued. The queue
-runs in order as turns end; `paused` stops it (a cancel, or a crash that cut a turn
-short: it runs again when the user says so). Every change makes a new value; the whole
+runs in order as turns end; `paused` stops it (a cancel, a crash that cut a turn short,
+or a message its turn refused, `refused`: it runs again when the user says so). Every change makes a new value; the whole
 queue is one small JSON column (bounded: `MAX_ITEMS` items of at most `MAX_PROMPT_CHARS`
 characters each), so a change costs the queue's size, never the transcript's.
 """
@@ -45,9 +45,20 @@ def checked_prompt(prompt: list[Block] | tuple[Block, ...]) -> tuple[Block, ...]
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A message its turn refused though it was taken when queued (the session's model
+    changed since, say): it stays at the head and the queue pauses, saying why, until
+    the user edits or removes it and runs the queue again."""
+
+    item_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class PromptQueue:
     items: tuple[QueueItem, ...] = ()
     paused: bool = False
+    refused: Refusal | None = None
 
     def index(self, item_id: str) -> int:
         for at, item in enumerate(self.items):
@@ -68,7 +79,12 @@ class PromptQueue:
 
     def removed(self, item_id: str) -> PromptQueue:
         at = self.index(item_id)
-        return replace(self, items=self.items[:at] + self.items[at + 1 :])
+        refused = None if self.refused and self.refused.item_id == item_id else self.refused
+        return replace(self, items=self.items[:at] + self.items[at + 1 :], refused=refused)
+
+    def resumed(self) -> PromptQueue:
+        """The user says go on: not paused, and no refusal stands."""
+        return replace(self, paused=False, refused=None)
 
     def moved(self, item_id: str, index: int) -> PromptQueue:
         at = self.index(item_id)
@@ -83,16 +99,16 @@ class PromptQueue:
     def to_json(self) -> str | None:
         if not self.items and not self.paused:
             return None  # the usual case stores nothing
-        return json.dumps(
-            {
-                "paused": self.paused,
-                "items": [
-                    {"id": i.id, "prompt": list(i.prompt), "createdAt": i.created_at}
-                    for i in self.items
-                ],
-            },
-            ensure_ascii=False,
-        )
+        stored: dict[str, Any] = {
+            "paused": self.paused,
+            "items": [
+                {"id": i.id, "prompt": list(i.prompt), "createdAt": i.created_at}
+                for i in self.items
+            ],
+        }
+        if self.refused is not None:
+            stored["refused"] = {"id": self.refused.item_id, "reason": self.refused.reason}
+        return json.dumps(stored, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str | None) -> PromptQueue:
@@ -102,4 +118,6 @@ class PromptQueue:
         items = tuple(
             QueueItem(i["id"], tuple(i["prompt"]), i["createdAt"]) for i in raw.get("items", ())
         )
-        return cls(items, bool(raw.get("paused", False)))
+        refused = raw.get("refused")
+        why = Refusal(refused["id"], refused["reason"]) if refused else None
+        return cls(items, bool(raw.get("paused", False)), why)

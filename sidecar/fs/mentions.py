@@ -19,6 +19,7 @@ import errno
 import os
 import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote, urlsplit
 
@@ -48,59 +49,86 @@ def _inside(root: str, path: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def read_mention(
+@dataclass(frozen=True, slots=True)
+class Mentioned:
+    """A mentioned file as found: its text when it may be given whole (small UTF-8 text
+    inside the session's directory), else the one line saying what it is and why not."""
+
+    shown: str  # its path relative to the session's directory (or the uri, when none)
+    text: str | None
+    note: str = ""
+
+
+def mentioned_file(
     uri: str, cwd: str, *, limit: int = MENTION_MAX, hidden: Sequence[str] = ()
-) -> str:
-    """The mention as the model gets it (a heading and the text, or a one-line note).
+) -> Mentioned:
+    """The file a `file://` uri names, read if it may be (see the module's docstring).
     `hidden`: directories no session may see (the sidecar's data and config dirs)."""
     path = file_path(uri)
     if path is None:
-        return f"[mentioned {uri}: not inlined: not a local file:// path]"
+        return Mentioned(uri, None, f"[mentioned {uri}: not inlined: not a local file:// path]")
     root = os.path.realpath(cwd)
     real = os.path.realpath(path)
     if not _inside(root, real):
-        return f"[mentioned file {path}: not inlined: it is outside the session's directory {cwd}]"
+        why = f"it is outside the session's directory {cwd}"
+        return Mentioned(path, None, f"[mentioned file {path}: not inlined: {why}]")
     shown = os.path.relpath(real, root) if real != root else "."
     if any(_inside(os.path.realpath(h), real) for h in hidden):
-        return f"[mentioned file {shown}: not inlined: the sidecar's own files are hidden]"
+        return _not(shown, "not inlined: the sidecar's own files are hidden")
     try:
         fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
-        return f"[mentioned file {shown}: not found (moved or deleted since it was mentioned)]"
+        return _not(shown, "not found (moved or deleted since it was mentioned)")
     except IsADirectoryError:
-        return f"[mentioned directory {shown}/: not inlined (a directory; list it to see it)]"
+        return _directory(shown)
     except OSError as exc:
-        why = "a symlink changed under it" if exc.errno == errno.ELOOP else exc.strerror
-        return f"[mentioned file {shown}: not inlined: cannot be read ({why})]"
+        cause = "a symlink changed under it" if exc.errno == errno.ELOOP else exc.strerror
+        return _not(shown, f"not inlined: cannot be read ({cause})")
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
-            return f"[mentioned directory {shown}/: not inlined (a directory; list it to see it)]"
+            return _directory(shown)
         if not stat.S_ISREG(info.st_mode):
-            return f"[mentioned file {shown}: not inlined: not a regular file]"
+            return _not(shown, "not inlined: not a regular file")
         if info.st_size > limit:
-            return (
-                f"[mentioned file {shown} ({_size(info.st_size)}): not inlined: larger than "
-                f"{_size(limit)}; read the parts you need]"
-            )
+            why = f"not inlined: larger than {_size(limit)}; read the parts you need"
+            return _not(shown, why, info.st_size)
         data = _read(fd, limit + 1)
     except OSError as exc:
-        return f"[mentioned file {shown}: not inlined: cannot be read ({exc.strerror})]"
+        return _not(shown, f"not inlined: cannot be read ({exc.strerror})")
     finally:
         os.close(fd)
     if len(data) > limit:
-        return (
-            f"[mentioned file {shown}: not inlined: larger than {_size(limit)} (it grew "
-            "while being read); read the parts you need]"
-        )
+        why = f"larger than {_size(limit)} (it grew while being read); read the parts you need"
+        return _not(shown, f"not inlined: {why}")
     if b"\x00" in data:
-        return f"[mentioned file {shown} ({_size(len(data))}): not inlined: binary]"
+        return _not(shown, "not inlined: binary", len(data))
     try:
-        text = data.decode("utf-8")
+        return Mentioned(shown, data.decode("utf-8"))
     except UnicodeDecodeError:
-        return (
-            f"[mentioned file {shown} ({_size(len(data))}): not inlined: not UTF-8 text (binary?)]"
-        )
+        return _not(shown, "not inlined: not UTF-8 text (binary?)", len(data))
+
+
+def _not(shown: str, why: str, size: int | None = None) -> Mentioned:
+    sized = shown if size is None else f"{shown} ({_size(size)})"
+    return Mentioned(shown, None, f"[mentioned file {sized}: {why}]")
+
+
+def _directory(shown: str) -> Mentioned:
+    return Mentioned(
+        shown, None, f"[mentioned directory {shown}/: not inlined (a directory; list it to see it)]"
+    )
+
+
+def read_mention(
+    uri: str, cwd: str, *, limit: int = MENTION_MAX, hidden: Sequence[str] = ()
+) -> str:
+    """The mention as the builtin agent's model gets it: a heading and the text, or the
+    one-line note."""
+    found = mentioned_file(uri, cwd, limit=limit, hidden=hidden)
+    if found.text is None:
+        return found.note
+    text, shown = found.text, found.shown
     ending = "" if text.endswith("\n") or not text else "\n"
     return f"[file {shown}]\n{text}{ending}[end of {shown}]"
 

@@ -35,7 +35,8 @@ _FORMATS: Final = {
 
 def _checked(data: bytes) -> tuple[str, int, int]:
     """(mime type, width, height) from the content; InvalidInput when it is no image."""
-    from PIL import Image  # the sidecar's first image pays for the import, not its start
+    # The sidecar's first image pays for the import, not its start.
+    from PIL import Image, UnidentifiedImageError
 
     try:
         with warnings.catch_warnings():
@@ -51,6 +52,10 @@ def _checked(data: bytes) -> tuple[str, int, int]:
         raise
     except (Image.DecompressionBombWarning, Image.DecompressionBombError):
         raise InvalidInput("prompt", "the image is too large to decode") from None
+    except UnidentifiedImageError:  # its message names the buffer object, not the bytes
+        raise InvalidInput(
+            "prompt", "the image is not a PNG, JPEG, GIF or WebP (no image format recognised)"
+        ) from None
     except (OSError, SyntaxError, ValueError, EOFError, struct.error) as exc:
         # What Pillow raises for bytes that are not an image (or a truncated one).
         raise InvalidInput("prompt", f"the image is not a PNG, JPEG, GIF or WebP ({exc})") from None
@@ -60,20 +65,30 @@ def _checked(data: bytes) -> tuple[str, int, int]:
     return mime, width, height
 
 
+def _decoded(data_b64: str) -> bytes:
+    try:
+        data = base64.b64decode(data_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("prompt", "an image's data is not base64") from None
+    if len(data) > MAX_BYTES:
+        raise InvalidInput(
+            "prompt", f"the image is {len(data)} bytes; at most {MAX_BYTES} are taken"
+        )
+    return data
+
+
 class ImageStore:
     def __init__(self, root: Path | None) -> None:
         self._root = root  # None: in memory, for this process only (tests, --store memory)
         self._memory: dict[str, bytes] = {}
 
+    async def check(self, data_b64: str) -> None:
+        """What `put` would refuse, refused without keeping anything: a message queued
+        for a later turn is checked when it is queued, kept when its turn comes."""
+        await asyncio.to_thread(_checked, _decoded(data_b64))
+
     async def put(self, data_b64: str) -> ImageRef:
-        try:
-            data = base64.b64decode(data_b64, validate=True)
-        except (binascii.Error, ValueError):
-            raise InvalidInput("prompt", "an image's data is not base64") from None
-        if len(data) > MAX_BYTES:
-            raise InvalidInput(
-                "prompt", f"the image is {len(data)} bytes; at most {MAX_BYTES} are taken"
-            )
+        data = _decoded(data_b64)
         mime, width, height = await asyncio.to_thread(_checked, data)
         digest = hashlib.sha256(data).hexdigest()
         if self._root is None:

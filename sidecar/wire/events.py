@@ -249,12 +249,15 @@ def translate(body: SessionEvent, view_of: ViewOf) -> WireEvent:
 
 
 def queue_body(queue: PromptQueue) -> dict[str, Any]:
-    """The queue as every edge shows it: its items in order, and whether it is paused."""
+    """The queue as every edge shows it: its items in order, whether it is paused, and
+    the message its turn refused (what paused it), if one did."""
+    refused = queue.refused
     return {
         "queue": [
             {"id": i.id, "prompt": list(i.prompt), "createdAt": i.created_at} for i in queue.items
         ],
         "paused": queue.paused,
+        "refused": None if refused is None else {"id": refused.item_id, "reason": refused.reason},
     }
 
 

@@ -108,7 +108,7 @@ PERMISSION_OPTIONS = [
 ]
 STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
 DIRECTIVES = frozenset(
-    "say think plan usage commands write shell-write read run sleep wait-cancel block crash"
+    "say think plan plan-many usage commands write shell-write read run sleep wait-cancel block crash"
     " garbage"
     " bigline unknown-request other-session unannounced-permission daemon exit-after-reply stop".split()
 )
@@ -585,6 +585,19 @@ class ScriptedAgent:
                 content=item, priority="medium", status="in_progress" if i == 0 else "pending"
             )
             for i, item in enumerate(items)
+        ]
+        await self._update(session, AgentPlanUpdate(session_update="plan", entries=entries))
+
+    async def _do_plan_many(self, session: Session, turn: Turn, rest: str) -> None:
+        """`plan-many N [CHARS]`: a plan of N entries, the first CHARS characters long."""
+        count, *size = (int(n) for n in rest.split()[:2])
+        entries = [
+            PlanEntry(
+                content=("x" * size[0]) if i == 0 and size else f"step {i}",
+                priority="low",
+                status="pending",
+            )
+            for i in range(count)
         ]
         await self._update(session, AgentPlanUpdate(session_update="plan", entries=entries))
 

@@ -23,7 +23,7 @@ const item = (id, text) => ({ id, prompt: [{ type: "text", text }], createdAt: "
 
 test("the queue is what the sidecar said last, whole", () => {
   const state = withSessions(summary("a"));
-  assert.deepEqual(store.queueOf(state, "a"), { items: [], paused: false });
+  assert.deepEqual(store.queueOf(state, "a"), { items: [], paused: false, refused: null });
   assert.equal(store.queueArrived(state, "a", { queue: [item("q1", "one"), item("q2", "two")], paused: false }), true);
   assert.deepEqual(store.queueOf(state, "a").items.map(store.queueText), ["one", "two"]);
   store.queueArrived(state, "a", { queue: [item("q2", "two")], paused: true });
@@ -31,6 +31,15 @@ test("the queue is what the sidecar said last, whole", () => {
   assert.equal(store.queueOf(state, "a").paused, true);
   assert.equal(store.queueArrived(state, "a", { error: { code: 1 } }), false, "an error is no queue");
   assert.equal(store.queueOf(state, "a").items.length, 1);
+});
+
+test("a message its turn refused is kept with the queue, and why", () => {
+  const state = withSessions(summary("a"));
+  store.queueArrived(state, "a", { queue: [item("q1", "one")], paused: true, refused: { id: "q1", reason: "no images" } });
+  assert.deepEqual(store.queueOf(state, "a").refused, { id: "q1", reason: "no images" });
+  store.queueArrived(state, "a", { queue: [], paused: true, refused: null });
+  assert.equal(store.queueOf(state, "a").refused, null);
+  assert.equal(store.queueOf(state, "b").refused, null, "an unknown session's queue refused nothing");
 });
 
 test("an item being edited that ran or was removed stops being edited", () => {

@@ -187,6 +187,11 @@ class ExternalEngine:
     def uses_provider(self) -> bool:
         return False
 
+    @property
+    def embeds_files(self) -> bool:
+        offered = self._caps.prompt_capabilities if self._caps is not None else None
+        return offered is not None and bool(offered.embedded_context)
+
     # ---- start -----------------------------------------------------------------------
 
     async def start(self, host: EngineHost) -> EngineStart:

@@ -78,6 +78,10 @@ class UnstartableEngine:
     def uses_provider(self) -> bool:
         return False
 
+    @property
+    def embeds_files(self) -> bool:
+        return False
+
     async def start(self, host: EngineHost) -> EngineStart:
         raise AgentFailed(self._problem)
 

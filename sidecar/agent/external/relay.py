@@ -23,7 +23,6 @@ from sidecar.domain.events import (
     AgentTextChunk,
     AgentThoughtChunk,
     CommandsAvailable,
-    PlanItem,
     PlanUpdated,
     ToolCallFinished,
     ToolCallRunning,
@@ -33,6 +32,7 @@ from sidecar.domain.events import (
     UsageUpdated,
 )
 from sidecar.domain.files import FileDiff, Location
+from sidecar.domain.plans import relayed_plan
 from sidecar.domain.transcript import AssistantEntry, ToolCallRequest, ToolResultEntry
 
 log = logging.getLogger(__name__)
@@ -126,11 +126,8 @@ class Relay:
         elif isinstance(update, schema.ToolCallProgress):
             await self._progress(update)
         elif isinstance(update, schema.AgentPlanUpdate):
-            items = tuple(
-                PlanItem(entry.content, str(entry.priority), str(entry.status))
-                for entry in update.entries
-            )
-            host.publish(PlanUpdated(items))
+            entries = [(e.content, str(e.priority), str(e.status)) for e in update.entries]
+            host.publish(PlanUpdated(relayed_plan(entries)))  # bounded as the builtin's
         elif isinstance(update, schema.UsageUpdate):
             host.publish(UsageUpdated(update.used, update.size))
         elif isinstance(update, schema.AvailableCommandsUpdate):

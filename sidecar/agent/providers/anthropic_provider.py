@@ -42,6 +42,7 @@ from sidecar.agent.providers.base import (
     ToolCall,
     Usage,
     cause_chain,
+    gives_images,
 )
 from sidecar.agent.providers.keys import (
     PLACEHOLDER_API_KEY,
@@ -117,6 +118,7 @@ class AnthropicProvider:
         max_retries: int = 2,
         max_tokens: int | None = None,
         thinking_budget: int | None = None,
+        text_only_models: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.timeout = timeout
@@ -125,7 +127,7 @@ class AnthropicProvider:
         self.thinking_budget = thinking_budget
         self.context_window: int | None = CONTEXT_WINDOW
         self.commands: tuple[ProviderCommand, ...] = ()
-        self.takes_images = True  # `image_url` data URLs become `image` blocks
+        self._text_only = tuple(text_only_models)  # models given no `image` blocks
         # An explicit key also stops the SDK from looking for credential profiles on disk.
         key = resolve_key(api_key, KEY_VARIABLE)
         base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
@@ -141,6 +143,10 @@ class AnthropicProvider:
         )
         self.base_url = str(self._client.base_url)
         self.endpoint = f"{self.base_url.rstrip('/')}/v1/messages"
+
+    @property
+    def takes_images(self) -> bool:
+        return gives_images(self.model, self._text_only)
 
     async def complete(
         self,

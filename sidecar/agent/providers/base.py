@@ -9,6 +9,7 @@ so that an in-flight request is really abandoned.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -61,8 +62,12 @@ class Provider(Protocol):
     model: str  # may be changed between calls (the session's model setting)
     context_window: int | None  # tokens, where known
     commands: tuple[ProviderCommand, ...]  # slash commands the provider understands
-    # Whether user messages may carry images (Chat Completions `image_url` parts).
-    takes_images: bool
+
+    @property
+    def takes_images(self) -> bool:
+        """Whether user messages may carry images (Chat Completions `image_url` parts),
+        for the model as it is now."""
+        ...
 
     async def complete(
         self,
@@ -97,3 +102,9 @@ def cause_chain(error: BaseException, *, include_self: bool = True) -> str:
         if text not in parts:
             parts.append(text)
     return f"{'; '.join(parts)} ({type(chain[-1]).__name__})"
+
+
+def gives_images(model: str, text_only: Sequence[str]) -> bool:
+    """Whether the endpoint gives `model` images: not when a `--text-only-model` glob
+    names it (the API says nothing of it before a request fails)."""
+    return not any(fnmatch.fnmatchcase(model, glob) for glob in text_only)

@@ -35,6 +35,7 @@ from sidecar.agent.providers.base import (
     ToolCall,
     Usage,
     cause_chain,
+    gives_images,
 )
 from sidecar.agent.providers.keys import (
     PLACEHOLDER_API_KEY,
@@ -95,13 +96,14 @@ class OpenAIProvider:
         max_retries: int = 2,
         max_tokens: int | None = None,
         context_window: int | None = None,
+        text_only_models: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.context_window = context_window
         self.commands: tuple[ProviderCommand, ...] = ()
-        self.takes_images = True  # `image_url` parts, sent as they are
+        self._text_only = tuple(text_only_models)  # models given no `image_url` parts
         key = resolve_key(api_key, KEY_VARIABLE)
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self.key_problem = missing_key(key, base_url, DEFAULT_BASE_URL, KEY_VARIABLE)
@@ -115,6 +117,10 @@ class OpenAIProvider:
             max_retries=max_retries,
         )
         self.base_url = str(self._client.base_url)
+
+    @property
+    def takes_images(self) -> bool:
+        return gives_images(self.model, self._text_only)
 
     async def complete(
         self,
