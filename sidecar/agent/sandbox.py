@@ -67,7 +67,8 @@ Findings, by experiment (bubblewrap 0.8.0, Linux 6.18, as root and as nobody):
   host's PID 1). Caveat: PR_SET_PDEATHSIG follows
   the spawning *thread*; bwrap spawned from a thread that later exits is SIGKILLed then.
   Spawn from the event-loop thread. bwrap sets it only once running, so a spawner killed
-  in that first millisecond leaves it running: keep a watchdog on the group as well.
+  in that first millisecond would leave it running: hence the watchdog on the group, and
+  the gate that holds the command back until the watchdog knows it (backends/groups.py).
 - As root, bwrap keeps every capability unless told otherwise: without `--cap-drop ALL`
   `mount -o remount,rw /` inside the sandbox succeeded and a write reached the host
   disk. READ_ONLY and WORKSPACE drop them all; OFF keeps what the user has.

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 
@@ -115,18 +115,29 @@ _WATCHDOG = (
 )
 
 
+# The command's first process: waits until the sidecar says its group is watched (one
+# line on the gate's descriptor), then becomes the command. EOF first means the sidecar
+# died before it could say so: the command never starts. bash, not sh: the descriptor's
+# number is the sidecar's (often over 9, which dash cannot name).
+_GATE = 'read -r _ <&{fd} || exit 125; exec {fd}<&-; exec "$@"'
+
+
 class Watchdog:
     """Stops a command's process group if the sidecar dies first.
 
     Cleanup on cancel, close and exit is ours (staged, in `stop_group`); this covers the
     one case where no code of ours runs. It is a tiny `sh` outside the group, fed by a
-    pipe whose only writer is the sidecar. It is started before the command and told the
-    group right after the spawn (one write): a sidecar killed in between leaves a group
-    unwatched for that moment only, not for the time a second spawn takes.
+    pipe whose only writer is the sidecar. It is started before the command, and the
+    command is spawned behind a gate (`gated`: a shell that execs the command only once
+    told to): `arm` tells the watchdog the group, then opens the gate. So there is no
+    moment at which the command runs unwatched: a sidecar killed before `arm` leaves a
+    gate that reads EOF and exits, one killed after leaves a watched group (bubblewrap's
+    own `--die-with-parent` is set only once bwrap runs, a moment too late for this).
     """
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self._process = process
+        self._gate: tuple[int, int] | None = None  # (read end for the command, write end)
 
     @classmethod
     async def start(cls) -> Watchdog:
@@ -145,11 +156,38 @@ class Watchdog:
         watchdog.arm(pgid)
         return watchdog
 
+    def gated(self, argv: Sequence[str]) -> list[str]:
+        """`argv` behind the gate `arm` opens; spawn it with `pass_fds=self.pass_fds`."""
+        if self._gate is None:
+            read, write = os.pipe()
+            os.set_inheritable(read, True)
+            self._gate = (read, write)
+        return ["bash", "-c", _GATE.format(fd=self._gate[0]), "gate", *argv]
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self._gate[0],) if self._gate is not None else ()
+
     def arm(self, pgid: int) -> None:
-        """The group to kill if the sidecar dies (written at once: a pipe with room)."""
+        """The group to kill if the sidecar dies (written at once: a pipe with room),
+        then the gate opened: the command runs from here on."""
         stdin = self._process.stdin
         assert stdin is not None
         stdin.write(f"{pgid}\n".encode())
+        if self._gate is not None:
+            read, write = self._gate
+            self._gate = None
+            os.close(read)  # the command has its own copy
+            try:
+                os.write(write, b"\n")
+            finally:
+                os.close(write)
+
+    def _close_gate(self) -> None:
+        if self._gate is not None:
+            for fd in self._gate:
+                os.close(fd)
+            self._gate = None
 
     @staticmethod
     async def _spawn() -> asyncio.subprocess.Process:
@@ -165,7 +203,9 @@ class Watchdog:
         )
 
     async def dismiss(self) -> None:
-        """The command is over and its group stopped by us: end the watchdog unfired."""
+        """The command is over and its group stopped by us (or it never started): end the
+        watchdog unfired."""
+        self._close_gate()
         with contextlib.suppress(ProcessLookupError):
             self._process.kill()
         await self._process.wait()

@@ -48,12 +48,13 @@ async def run_command(
     watchdog = await Watchdog.start()  # before the command: see Watchdog
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            *watchdog.gated(argv),
             cwd=cwd,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=watchdog.pass_fds,
         )
     except BaseException:
         await watchdog.dismiss()

@@ -69,7 +69,11 @@ async def run_command_pty(
     watchdog = await Watchdog.start()  # before the command: see Watchdog
     try:
         process = PtyProcess.spawn(
-            list(argv), cwd=cwd, env=env, dimensions=(terminal.rows, terminal.cols)
+            watchdog.gated(argv),
+            cwd=cwd,
+            env=env,
+            dimensions=(terminal.rows, terminal.cols),
+            pass_fds=watchdog.pass_fds,
         )
     except BaseException:
         await watchdog.dismiss()

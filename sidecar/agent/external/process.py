@@ -52,7 +52,7 @@ class AgentProcess:
         watchdog = await Watchdog.start()
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv,
+                *watchdog.gated(argv),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -60,6 +60,7 @@ class AgentProcess:
                 env=dict(env),
                 start_new_session=True,
                 limit=READ_LIMIT,
+                pass_fds=watchdog.pass_fds,
             )
         except BaseException:
             await watchdog.dismiss()
