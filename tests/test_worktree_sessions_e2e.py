@@ -235,6 +235,36 @@ async def test_delete_refuses_unmerged_work_unless_told_and_takes_a_clean_worktr
         await sidecar.close()
 
 
+async def test_delete_of_a_worktree_removed_by_hand_keeps_a_branch_with_unmerged_commits(
+    tmp_path: Path, repo: Path
+) -> None:
+    """Unmerged work is judged from the repository (the branch against its base), not
+    from the directory: a directory gone does not make its branch's commits nobody's."""
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
+        sid, tree = opened["sessionId"], opened["_meta"]["worktree"]
+        await sidecar.prompt(sid, "/write precious.md work worth keeping")
+        git(Path(tree["path"]), "add", "-A")
+        git(Path(tree["path"]), "commit", "-q", "-m", "unmerged work")
+        tip = git(repo, "rev-parse", f"refs/heads/{tree['branch']}")
+        await sidecar.call("session/close", {"sessionId": sid})
+        subprocess.run(["rm", "-rf", tree["path"]], check=True)
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("session/delete", {"sessionId": sid})
+        assert caught.value.code == -32045
+        message = str(caught.value)
+        assert tree["branch"] in message and "removeWorktree" in message
+        assert "1 commit(s) not in main" in message
+        assert git(repo, "rev-parse", f"refs/heads/{tree['branch']}") == tip  # kept
+        listed = (await sidecar.call("session/list", {}))["sessions"]
+        assert [s["sessionId"] for s in listed] == [sid]  # the record too
+        await sidecar.call("session/delete", {"sessionId": sid, "_meta": {"removeWorktree": True}})
+        assert tree["branch"] not in git(repo, "branch", "--list")
+    finally:
+        await sidecar.close()
+
+
 async def test_orphaned_worktrees_are_reported_then_pruned_only_when_asked(
     tmp_path: Path, repo: Path
 ) -> None:

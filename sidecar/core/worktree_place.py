@@ -85,9 +85,11 @@ async def state(info: WorktreeInfo) -> WorktreeState | None:
 
 
 async def release(info: WorktreeInfo, session_id: str, host: str, *, force: bool) -> None:
-    """At delete: a worktree with work not merged (commits ahead of its base, or changes
-    not committed) is refused unless `force`; otherwise the worktree and its branch go
-    with the session (nothing of it is lost that was not merged)."""
+    """At delete: a worktree with work not merged (commits on its branch not in its base,
+    or changes not committed) is refused unless `force`; otherwise the worktree and its
+    branch go with the session (nothing of it is lost that was not merged). What is
+    unmerged is asked of the repository, not of the worktree's directory: one removed by
+    hand still has its branch, and its commits."""
     if info.host != host:
         if force:
             return  # on another host's disk: the record goes, the worktree stays there
@@ -95,21 +97,30 @@ async def release(info: WorktreeInfo, session_id: str, host: str, *, force: bool
             f"session {session_id}'s worktree is on host {info.host}: delete it there, or "
             "with _meta.removeWorktree to leave the worktree behind"
         )
-    found = await state(info)
-    if found is not None and (found.ahead or found.dirty) and not force:
-        what = ", ".join(
-            part
-            for part in (
-                f"{found.ahead} commit(s) not in {info.base}" if found.ahead else "",
-                "changes not committed" if found.dirty else "",
+    if not force:
+        try:
+            found = await worktrees.unmerged(tree(info))
+        except (GitError, OSError) as exc:
+            raise InvalidState(
+                f"cannot tell whether session {session_id}'s branch {info.branch} has work "
+                f"not merged into {info.base} ({exc}): nothing was deleted; delete with "
+                "_meta.removeWorktree: true to remove it anyway"
+            ) from exc
+        if found.commits or found.uncommitted:
+            what = ", ".join(
+                part
+                for part in (
+                    f"{found.commits} commit(s) not in {info.base}" if found.commits else "",
+                    "changes not committed" if found.uncommitted else "",
+                )
+                if part
             )
-            if part
-        )
-        raise InvalidState(
-            f"session {session_id} has unmerged work in its worktree {info.path} (branch "
-            f"{info.branch}: {what}): merge or discard it first, or delete with "
-            "_meta.removeWorktree: true"
-        )
+            gone = "" if await asyncio.to_thread(os.path.isdir, info.path) else " (removed)"
+            raise InvalidState(
+                f"session {session_id} has unmerged work in its worktree {info.path}{gone} "
+                f"(branch {info.branch}: {what}): merge or discard it first, or delete with "
+                "_meta.removeWorktree: true"
+            )
     try:
         await worktrees.discard(tree(info))
     except (GitError, OSError) as exc:
