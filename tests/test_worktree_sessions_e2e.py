@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from external_agents import AgentSetup
-from harness import Sidecar
+from harness import Sidecar, eventually
 
 from desktop.client import RpcError
 
@@ -182,6 +182,109 @@ async def test_resume_recreates_a_removed_worktree_and_an_external_agent_works_i
         assert (path / "agent.txt").exists()  # from its branch
     finally:
         await sidecar.close()
+
+
+HELD_SIGNER = """#!/bin/sh
+# A signing program that holds every commit until the test lets it go: a merge that is
+# under way for as long as the test needs. Its signature is not checked by git.
+touch "{gate}/started"
+while [ ! -e "{gate}/release" ]; do sleep 0.05; done
+cat >/dev/null
+echo "[GNUPG:] SIG_CREATED D 1 8 00 0 X" >&2
+printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nheld\\n-----END PGP SIGNATURE-----\\n'
+"""
+
+
+def hold_commits(repo: Path, gate: Path) -> None:
+    """Every commit in `repo` (its worktrees share its config) waits for `gate/release`."""
+    gate.mkdir()
+    signer = gate / "signer.sh"
+    signer.write_text(HELD_SIGNER.format(gate=gate))
+    signer.chmod(0o755)
+    git(repo, "config", "commit.gpgSign", "true")
+    git(repo, "config", "gpg.program", str(signer))
+
+
+async def test_a_merge_runs_under_the_turn_lock(tmp_path: Path, repo: Path) -> None:
+    """A turn running: the merge is busy. A merge running: a prompt is busy, a queued one
+    waits for the merge's end, so no turn edits the worktree while its work is committed
+    and merged."""
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
+        sid, path = opened["sessionId"], Path(opened["_meta"]["worktree"]["path"])
+        sleeping = sidecar.prompt_task(sid, "/sleep 60")
+        await sidecar.wait_state(sid, "running")
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("_session/worktree/merge", {"sessionId": sid})
+        assert caught.value.code == -32042  # busy
+        await sidecar.call("session/cancel", {"sessionId": sid})
+        assert (await sleeping)["stopReason"] == "cancelled"
+
+        await sidecar.prompt(sid, "/write merged.md in the merge")
+        gate = tmp_path / "gate"
+        hold_commits(repo, gate)
+        merging = asyncio.ensure_future(
+            sidecar.call("_session/worktree/merge", {"sessionId": sid, "strategy": "squash"})
+        )
+        assert await eventually(lambda: (gate / "started").exists(), timeout=30)
+        assert (await sidecar.status(sid))["status"] == "running"
+        with pytest.raises(RpcError) as caught:
+            await sidecar.prompt(sid, "/write late.md too late")
+        assert caught.value.code == -32042
+        queued = asyncio.ensure_future(
+            sidecar.call(
+                "session/prompt",
+                {
+                    "sessionId": sid,
+                    "prompt": [{"type": "text", "text": "/write queued.md after the merge"}],
+                    "_meta": {"queue": True},
+                },
+            )
+        )
+        await sidecar.wait_for(
+            lambda method, params: (
+                method == "_session/queue_update"
+                and params.get("sessionId") == sid
+                and len(params.get("queue", [])) == 1
+            )
+        )
+        assert not queued.done() and not (path / "queued.md").exists()  # it waits
+        (gate / "release").touch()
+        merged = await merging
+        assert merged["before"] != merged["after"]
+        assert (await queued)["stopReason"] == "end_turn"
+        assert (path / "queued.md").read_text() == "after the merge"
+        assert (repo / "merged.md").exists()  # what was there when the merge began
+        assert not (repo / "queued.md").exists() and not (path / "late.md").exists()
+        listed = git(repo, "show", "--name-only", "--format=", "HEAD").split()
+        assert listed == ["merged.md"]
+    finally:
+        await sidecar.close()
+
+
+async def test_a_merge_on_another_host_is_refused_naming_it(tmp_path: Path, repo: Path) -> None:
+    data = tmp_path / "data"
+    alpha = await Sidecar.start(data, "--host-id", "alpha", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(alpha, repo, True, approval="auto")
+        sid = opened["sessionId"]
+        await alpha.prompt(sid, "/write work.md from alpha")
+        await alpha.call("session/close", {"sessionId": sid})
+    finally:
+        await alpha.close()
+    head = git(repo, "rev-parse", "HEAD")
+    beta = await Sidecar.start(data, "--host-id", "beta", env=GIT_ENV)
+    try:
+        for method in ("_session/worktree/merge", "_session/worktree/discard"):
+            with pytest.raises(RpcError) as caught:
+                await beta.call(method, {"sessionId": sid})
+            assert caught.value.code == -32045
+            assert "on host alpha" in str(caught.value) and "beta" in str(caught.value)
+        assert git(repo, "rev-parse", "HEAD") == head and not (repo / "work.md").exists()
+        assert Path(opened["_meta"]["worktree"]["path"], "work.md").exists()
+    finally:
+        await beta.close()
 
 
 async def test_five_sessions_in_worktrees_of_one_repository_run_at_once(

@@ -102,6 +102,11 @@ class SessionLifecycle:
         )
         self._trash = Trash()
 
+    @property
+    def host(self) -> str:
+        """This sidecar's host id (`--host-id`): whose disk a worktree made here is on."""
+        return self._leases.host
+
     def _orphaned(self, record: SessionRecord) -> bool:
         """Live-looking, but no process runs it: none of ours, and its lease holder is gone,
         or is this process (whose runtime closed without writing so: the store was away).

@@ -64,13 +64,19 @@ def tree(info: WorktreeInfo, owner: str = "") -> worktrees.Worktree:
     return worktrees.Worktree(info.repo, info.path, info.branch, info.base, owner)
 
 
+def check_host(info: WorktreeInfo, host: str, action: str) -> None:
+    """A worktree is used only on the host whose disk holds it (InvalidState naming both)."""
+    if info.host != host:
+        raise InvalidState(
+            f"the session's worktree is on host {info.host}, not this one ({host}): "
+            f"{action} it there"
+        )
+
+
 async def ensure(info: WorktreeInfo, session_id: str, host: str) -> None:
     """Before a runtime starts in it: on this host, and its directory there (recreated
     from the branch when it was removed by hand)."""
-    if info.host != host:
-        raise InvalidState(
-            f"the session's worktree is on host {info.host}, not this one ({host}): resume it there"
-        )
+    check_host(info, host, "resume")
     if not await asyncio.to_thread(os.path.isdir, info.path):
         await worktrees.recreate(tree(info, session_id))
 
