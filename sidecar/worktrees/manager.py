@@ -223,14 +223,21 @@ async def discard(wt: Worktree) -> None:
 
 async def patch(wt: Worktree, directory: str | None = None) -> list[str] | str:
     """The branch's commits since base as a patch series: files written into `directory`
-    (their paths, in order), or the series as one mbox text. Uncommitted work is not in
-    it: `commit_pending` first to include it."""
+    (made if need be; their paths, in order), or the series as one mbox text. Uncommitted
+    work is not in it: `commit_pending` first to include it. Asked of the repository, so
+    a worktree directory removed by hand still has its series."""
     span = f"{ref(wt.base)}..refs/heads/{wt.branch}"
     if directory is None:
-        out = await git.run(wt.path, "format-patch", "--stdout", "--no-color", span)
+        out = await git.run(wt.repo, "format-patch", "--stdout", "--no-color", span)
         return out.text
     target = _absolute(os.getcwd(), directory)
-    out = await git.run(wt.path, "format-patch", "--no-color", "-o", target, span)
+    try:
+        await asyncio.to_thread(os.makedirs, target, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(
+            "directory", f"cannot write patches into {target}: {exc.strerror or exc}"
+        ) from None
+    out = await git.run(wt.repo, "format-patch", "--no-color", "-o", target, span)
     return [line for line in out.text.splitlines() if line]
 
 
