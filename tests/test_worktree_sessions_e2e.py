@@ -8,7 +8,9 @@ all or nothing, or discarded.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -290,23 +292,47 @@ async def test_a_merge_on_another_host_is_refused_naming_it(tmp_path: Path, repo
 async def test_five_sessions_in_worktrees_of_one_repository_run_at_once(
     tmp_path: Path, repo: Path
 ) -> None:
+    """Five turns at once, each in its own worktree: each waits in a shell command until
+    all five have started (so they really overlap: were they run one after another, the
+    first would wait alone and say so), then writes its own file. Every turn ends well,
+    no git lock error reaches anyone, and no file of one appears in another."""
+    gate = tmp_path / "all-started"
+    gate.mkdir()
     sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
     try:
         opened = await asyncio.gather(
-            *(new_in_worktree(sidecar, repo, True, approval="auto") for _ in range(5))
+            *(  # sandbox off: the gate, under /tmp, is each command's own tmpfs otherwise
+                new_in_worktree(sidecar, repo, True, approval="auto", sandbox="off")
+                for _ in range(5)
+            )
         )
         sids = [o["sessionId"] for o in opened]
         paths = [Path(o["_meta"]["worktree"]["path"]) for o in opened]
         assert len(set(paths)) == 5
-        await asyncio.gather(
-            *(sidecar.prompt(sid, f"/write own-{n}.txt {n}") for n, sid in enumerate(sids))
+        barrier = (
+            "touch {gate}/{n}; i=0; "
+            'while [ "$(ls {gate} | wc -l)" -lt 5 ] && [ $i -lt 1200 ]; '
+            "do sleep 0.05; i=$((i+1)); done; "
+            "echo started together: $(ls {gate} | wc -l) > own-{n}.txt"
         )
+        ended = await asyncio.gather(
+            *(
+                sidecar.prompt(sid, "$ " + barrier.format(gate=gate, n=n))
+                for n, sid in enumerate(sids)
+            )
+        )
+        assert [e["stopReason"] for e in ended] == ["end_turn"] * 5
         for n, path in enumerate(paths):
-            assert sorted(p.name for p in path.glob("own-*.txt")) == [f"own-{n}.txt"]
-        await asyncio.gather(
+            assert (path / f"own-{n}.txt").read_text() == "started together: 5\n"
+            assert git(path, "status", "--porcelain") == f"?? own-{n}.txt"
+        said = json.dumps(sidecar.seen).lower()
+        assert "index.lock" not in said and not re.search(r"\block", said)
+        merged = await asyncio.gather(
             *(sidecar.call("_session/worktree/merge", {"sessionId": sid}) for sid in sids)
         )
+        assert len({m["after"] for m in merged}) == 5  # one after the other
         assert sorted(p.name for p in repo.glob("own-*.txt")) == [f"own-{n}.txt" for n in range(5)]
+        assert git(repo, "status", "--porcelain") == ""
     finally:
         await sidecar.close()
 
