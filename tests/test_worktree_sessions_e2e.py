@@ -440,25 +440,6 @@ async def test_orphaned_worktrees_are_reported_then_pruned_only_when_asked(
         await again.close()
 
 
-async def test_a_fork_of_a_worktree_session_has_no_worktree_of_its_own(
-    tmp_path: Path, repo: Path
-) -> None:
-    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
-    try:
-        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
-        await sidecar.prompt(opened["sessionId"], "/write a.md one")
-        forked = await sidecar.call(
-            "session/fork", {"sessionId": opened["sessionId"], "cwd": str(repo), "mcpServers": []}
-        )
-        assert forked["_meta"]["worktree"] is None and forked["_meta"]["cwd"] == str(repo)
-        # Deleting the fork leaves the source's worktree alone.
-        await sidecar.call("session/close", {"sessionId": forked["sessionId"]})
-        await sidecar.call("session/delete", {"sessionId": forked["sessionId"]})
-        assert Path(opened["_meta"]["worktree"]["path"]).is_dir()
-    finally:
-        await sidecar.close()
-
-
 async def test_a_worktree_belongs_to_the_host_that_made_it(tmp_path: Path, repo: Path) -> None:
     data = tmp_path / "data"
     alpha = await Sidecar.start(data, "--host-id", "alpha", env=GIT_ENV)

@@ -1,7 +1,8 @@
 """A session's worktree on disk: made at session/new, checked before a runtime starts
 in it, asked how it stands (`sidecar/worktrees` does the git).
 
-Where a worktree goes: next to its repository, `<repo>.worktrees/<short id>` (not under
+A fork of a worktree session forked in place (the same cwd) gets a worktree of its own
+(`make_fork`). Where a worktree goes: next to its repository, `<repo>.worktrees/<short id>` (not under
 the data dir: the sandbox hides that from the agent's commands, and checkpoints refuse
 it). Close keeps it; resume reuses it, or recreates it from its branch when its
 directory was removed by hand; it belongs to the host whose disk holds it (the sidecar's host id, `--host-id`, as in
@@ -17,6 +18,7 @@ from typing import Final
 
 from sidecar.domain.errors import InvalidInput, InvalidState
 from sidecar.domain.worktree_info import WorktreeInfo, WorktreeState
+from sidecar.worktrees import forking
 from sidecar.worktrees import manager as worktrees
 from sidecar.worktrees.git import GitError, GitNotInstalled
 
@@ -57,6 +59,22 @@ async def make(cwd: str, session_id: str, request: WorktreeRequest, host: str) -
         )
     except worktrees.InvalidWorktree as exc:
         raise InvalidInput(f"worktree.{exc.field}", exc.reason) from None
+    return WorktreeInfo(made.repo, made.path, made.branch, made.base, host)
+
+
+async def make_fork(source: WorktreeInfo, session_id: str, host: str) -> WorktreeInfo:
+    """A fork's own worktree: its branch from the source branch's tip, with the source's
+    uncommitted work (see `sidecar/worktrees/forking.py`), merged into the same base."""
+    check_host(source, host, "fork")
+    path = os.path.join(source.repo + DIRECTORY_SUFFIX, short_id(session_id))
+    try:
+        made = await forking.fork(
+            tree(source), path=path, session_short_id=short_id(session_id), owner=session_id
+        )
+    except worktrees.InvalidWorktree as exc:
+        raise InvalidState(f"the fork's worktree cannot be made: {exc.reason}") from None
+    except GitError as exc:
+        raise InvalidState(f"the fork's worktree cannot be made: {exc}") from None
     return WorktreeInfo(made.repo, made.path, made.branch, made.base, host)
 
 

@@ -113,7 +113,13 @@ async def create(
     branch: str | None = None,
     base: str | None = None,
     owner: str = "",
+    start: str | None = None,
+    checkout: bool = True,
 ) -> Worktree:
+    """A new branch (default `acp/<short id>`) in a new worktree at `path`, from `start`
+    (a commit; default: `base`, itself by default the repository's current branch).
+    `checkout=False`: the directory is left empty and the index too, for the caller to
+    fill (a fork's files)."""
     root = await repo_root(cwd)
     branch = branch if branch is not None else f"acp/{session_short_id}"
     target = _absolute(cwd, path)
@@ -122,9 +128,19 @@ async def create(
         base = await _resolve_base(root, base)
         if _exists(target):
             raise InvalidWorktree("path", f"{target} already exists")
+        no_checkout = [] if checkout else ["--no-checkout"]
         try:
             await git.run(
-                root, "worktree", "add", "--quiet", "--no-track", "-b", branch, target, ref(base)
+                root,
+                "worktree",
+                "add",
+                "--quiet",
+                "--no-track",
+                *no_checkout,
+                "-b",
+                branch,
+                target,
+                start or ref(base),
             )
         except git.GitError as exc:
             raise InvalidWorktree("path", f"cannot create a worktree at {target}: {exc}") from exc
