@@ -2194,10 +2194,66 @@ def file_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     seen["second"] = {
         "verdicts": page.js(f"{hunks2}.map(h => h.dataset.verdict)"),
         "state": page.js(f"{review2}.querySelector('[data-testid=file-review-state]').innerText"),
-        "accept_disabled": page.js(f"{review2}.querySelector('[data-testid=file-accept]').disabled"),
-        "reject_disabled": page.js(f"{review2}.querySelector('[data-testid=file-reject]').disabled"),
+        "accept_disabled": page.js(
+            f"{review2}.querySelector('[data-testid=file-accept]').disabled"
+        ),
+        "reject_disabled": page.js(
+            f"{review2}.querySelector('[data-testid=file-reject]').disabled"
+        ),
         "on_disk": (workspace / "other.txt").read_text(),
     }
+    return seen
+
+
+HOSTILE_PY = (
+    "def greet(name):\n"
+    '    return "<img src=x onerror=window.pwned=1>" + name  # </span><b>bold</b>\n'
+)
+
+
+def code_rows(page: Page, root: str) -> list[dict[str, Any]]:
+    """Each added row's code under `root`: its text, whether coloured, its tokens' classes,
+    and the row's background (the add colour stays under the syntax colours)."""
+    script = (
+        f"[...({root}).querySelectorAll('[data-testid=diff-row][data-kind=add]')].map(r => {{"
+        " const code = r.querySelector('.diff-code');"
+        " return {text: code.textContent, hl: code.classList.contains('hl'),"
+        " classes: [...code.children].map(c => c.className),"
+        " tags: [...code.querySelectorAll('*')].map(c => c.tagName),"
+        " background: getComputedStyle(r).backgroundColor}; })"
+    )
+    return list(page.js(script) or [])
+
+
+@scenario
+def syntax_colours(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A .py file changed by a turn in a worktree session: its hunk lines in the turn's
+    diff card and in the branch's Changes view carry syntax colours (token spans), the
+    file's hostile text shown as text, never as markup."""
+    workspace = Path(args.workspace)
+    git_repo(workspace, {"README.md": "the app\n"})
+    page.ready()
+    page.click("new-session")
+    page.fill("new-cwd", args.workspace)
+    page.fill("new-title", "Colours")
+    page.js(f"{page.el('new-worktree')}.click()")
+    page.click("create-session")
+    page.wait("document.querySelectorAll('[data-testid=session-item]').length === 1", "created")
+    (sid,) = page.session_ids()
+    page.wait_item(sid, "idle", 1)
+    auto_approve(page, sid)
+    page.send("/write app.py " + HOSTILE_PY)
+    slot = page.wait_changes(1)
+    page.wait_item(sid, "idle")
+    page.js(f"{slot}.querySelector('[data-testid=change-file]').click()")
+    review = f"{slot}.querySelector('[data-testid=file-review]')"
+    page.wait(f"!!{review} && !!{review}.querySelector('[data-testid=hunk]')", "the hunk")
+    seen: dict[str, Any] = {"card": code_rows(page, review)}
+    page.click("branch-changes")
+    page.wait(f"{SEL}('[data-testid=branch-file]')", "the branch's files")
+    seen["branch"] = code_rows(page, page.el("branch-view"))
+    seen["pwned"] = page.js("window.pwned === undefined ? null : window.pwned")
+    seen["images"] = page.js("document.querySelectorAll('.diff-code img, .diff-code b').length")
     return seen
 
 

@@ -911,6 +911,25 @@ def test_a_files_reject_takes_back_only_the_hunks_not_accepted_and_its_accept_th
 
 
 @window_only
+def test_a_py_hunk_is_drawn_with_syntax_colours_and_its_text_stays_text(tmp_path: Path) -> None:
+    r = run_driver("syntax_colours", tmp_path)
+    lines = [
+        "def greet(name):",
+        '    return "<img src=x onerror=window.pwned=1>" + name  # </span><b>bold</b>',
+    ]
+    for where in ("card", "branch"):
+        rows = r[where]
+        assert [row["text"] for row in rows] == lines, where
+        assert all(row["hl"] for row in rows), where
+        assert all(set(row["tags"]) == {"SPAN"} for row in rows), where  # no markup made
+        first, second = (set(row["classes"]) for row in rows)
+        assert {"k", "nf"} <= first, (where, first)  # def, greet
+        assert {"k", "s2", "c1"} <= second, (where, second)  # return, the string, the comment
+        assert all(row["background"] not in ("", "rgba(0, 0, 0, 0)") for row in rows), where
+    assert r["pwned"] is None and r["images"] == 0
+
+
+@window_only
 def test_the_details_list_the_project_instruction_files_the_agent_read(tmp_path: Path) -> None:
     r = run_driver("instruction_files", tmp_path)
     assert r["shown"] is True
