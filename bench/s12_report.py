@@ -182,14 +182,24 @@ def _trace_row(label: str, calls: list[Call], whole: float) -> list[str]:
 
 def _why_create(m: Measured, create: dict[str, float], floor: float) -> str:
     extra = create[OURS] - create[PLAIN]
-    return (
+    checks = sum(ms for name, ms in m.create_trace if not name.startswith("worktree add"))
+    said = (
         f"Ours adds {fmt(extra)} ms to plain git's {fmt(create[PLAIN])} ms. It runs "
         f"{len(m.create_trace)} git processes where plain git runs one "
         f"({summary(m.create_trace)}); one process costs about {fmt(floor)} ms here "
-        "(`git --version`), so at this size the checks around `worktree add` (the repository's "
-        "root, the branch name and that it is new, the base, the admin dir) are the "
-        "difference; they are fixed, and shrink beside a larger checkout."
+        "(`git --version`), so the checks around `worktree add` (the repository's root, the "
+        f"branch name and that it is new, the base, the admin dir) take {fmt(checks)} ms "
+        "in all: they are fixed, and shrink beside a larger checkout."
     )
+    if extra > 10 * max(checks, floor):
+        ours, plain = Stats.of(m.create_ms[OURS]), Stats.of(m.create_ms[PLAIN])
+        said += (
+            f" The rest of the gap is the checkout itself, the same `git worktree add` on both "
+            f"sides, whose times on this disk spread from {fmt(ours.low)} to {fmt(ours.high)} ms "
+            f"(ours) and {fmt(plain.low)} to {fmt(plain.high)} ms (plain): noise larger than "
+            "the difference, over this few rounds."
+        )
+    return said
 
 
 def _why_diff(m: Measured, diff: dict[str, float], floor: float) -> str:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from desktop import mcp_servers, render, sessions
 from desktop.bridge_compose import ComposeCalls, ComposeInput, prompt_content
-from desktop.bridge_review import ReviewCalls
+from desktop.bridge_review import ReviewCalls, coloured
 from desktop.bridge_steer import SteerCalls
 from desktop.client import RpcError, SidecarGone
 from protocol.errors import ErrorCode
@@ -517,7 +517,7 @@ class Bridge(ReviewCalls, SteerCalls, ComposeCalls):
             which = None if turn is None else _turn(turn)
         except BadInput as exc:
             return error("invalid_input", str(exc))
-        return self._run(sessions.changes(self._host, sid, which))
+        return coloured(self._run(sessions.changes(self._host, sid, which)))
 
     def rewind(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from desktop.diff_colours import colour_files
 from protocol.methods import Method
 
 STRATEGIES: Final = ("merge", "squash", "rebase")
@@ -31,6 +32,14 @@ def _sid(value: Any) -> str:
 
 def _bad(message: str) -> dict[str, Any]:
     return {"error": {"code": "invalid_input", "title": "Invalid input", "message": message}}
+
+
+def coloured(answer: Any) -> Any:
+    """A diff answer (`_session/worktree/diff`, `_session/changes`) with syntax colours
+    beside its hunks' lines (`desktop/diff_colours.py`); an error as it came."""
+    if isinstance(answer, dict) and isinstance(answer.get("files"), list):
+        colour_files(answer["files"])
+    return answer
 
 
 class ReviewCalls:
@@ -58,7 +67,7 @@ class ReviewCalls:
                 params["limit"] = limit
         except ReviewInput as exc:
             return _bad(str(exc))
-        return self._request(Method.WORKTREE_DIFF, params)
+        return coloured(self._request(Method.WORKTREE_DIFF, params))
 
     def worktree_merge(self, session_id: str, strategy: str, message: str | None = None) -> Any:
         """The branch into its base in the main working tree: `{strategy, base, before,

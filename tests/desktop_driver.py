@@ -2180,6 +2180,125 @@ def hunk_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     return seen
 
 
+@scenario
+def file_review(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A turn's file reviewed as a whole: with one hunk accepted, the file's Reject says
+    "Reject the rest" and reverts only the hunks not accepted; in another turn, with one
+    hunk reverted, the file's Accept keeps the one left (the reverted one stays so)."""
+    workspace = Path(args.workspace)
+    (workspace / "poem.txt").write_text(poem())
+    (workspace / "other.txt").write_text(poem())
+    page.ready()
+    sid = page.create_session(args.workspace, "File review")
+    auto_approve(page, sid)
+    changed = poem(two="TWO", ten="TEN", nineteen="NINETEEN").rstrip("\n")
+    page.send("/write poem.txt " + changed)
+    slot = page.wait_changes(1)
+    page.wait_item(sid, "idle")
+    page.js(f"{slot}.querySelector('[data-testid=change-file]').click()")
+    review = f"{slot}.querySelector('[data-testid=file-review]')"
+    hunks = f"[...{review}.querySelectorAll('[data-testid=hunk]')]"
+    reject = f"{review}.querySelector('[data-testid=file-reject]')"
+    accept = f"{review}.querySelector('[data-testid=file-accept]')"
+    page.wait(f"!!{review} && {hunks}.length === 3", "three hunks to review")
+    seen: dict[str, Any] = {"before": {"text": page.js(f"{reject}.innerText")}}
+    seen["before"]["title"] = page.js(f"{reject}.title")
+    page.js(f"{hunks}[1].querySelector('[data-testid=hunk-accept]').click()")
+    page.wait(f"{hunks}[1].dataset.verdict === 'accepted'", "the middle hunk kept")
+    seen["one_kept"] = {"text": page.js(f"{reject}.innerText"), "title": page.js(f"{reject}.title")}
+    page.js(f"{reject}.click()")
+    notice = page.el("notice-banner")
+    page.wait(f"!{notice}.hidden && {notice}.innerText.includes('Reverted')", "the revert")
+    seen["notice"] = page.text("notice-banner")
+    page.wait(
+        f"!!{review} && {hunks}.filter(h => h.dataset.verdict === 'rejected').length === 2",
+        "the two reverted",
+    )
+    seen["verdicts"] = page.js(f"{hunks}.map(h => h.dataset.verdict)")
+    seen["on_disk"] = (workspace / "poem.txt").read_text()
+    seen["after"] = {
+        "state": page.js(f"{review}.querySelector('[data-testid=file-review-state]').innerText"),
+        "reject_disabled": page.js(f"{reject}.disabled"),
+        "accept_disabled": page.js(f"{accept}.disabled"),
+    }
+    # Turn 2: one hunk reverted by itself, then the file's Accept keeps the other one.
+    page.send("/write other.txt " + poem(three="THREE", eighteen="EIGHTEEN").rstrip("\n"))
+    slot2 = page.wait_changes(2)
+    page.wait_item(sid, "idle")
+    page.js(f"{slot2}.querySelector('[data-testid=change-file]').click()")
+    review2 = f"{slot2}.querySelector('[data-testid=file-review]')"
+    hunks2 = f"[...{review2}.querySelectorAll('[data-testid=hunk]')]"
+    page.wait(f"!!{review2} && {hunks2}.length === 2", "turn 2's hunks")
+    page.js(f"{hunks2}[0].querySelector('[data-testid=hunk-reject]').click()")
+    page.wait(f"!!{review2} && {hunks2}[0].dataset.verdict === 'rejected'", "the first reverted")
+    page.js(f"{review2}.querySelector('[data-testid=file-accept]').click()")
+    page.wait(f"{hunks2}[1].dataset.verdict === 'accepted'", "the rest kept")
+    seen["second"] = {
+        "verdicts": page.js(f"{hunks2}.map(h => h.dataset.verdict)"),
+        "state": page.js(f"{review2}.querySelector('[data-testid=file-review-state]').innerText"),
+        "accept_disabled": page.js(
+            f"{review2}.querySelector('[data-testid=file-accept]').disabled"
+        ),
+        "reject_disabled": page.js(
+            f"{review2}.querySelector('[data-testid=file-reject]').disabled"
+        ),
+        "on_disk": (workspace / "other.txt").read_text(),
+    }
+    return seen
+
+
+HOSTILE_PY = (
+    "def greet(name):\n"
+    '    return "<img src=x onerror=window.pwned=1>" + name  # </span><b>bold</b>\n'
+)
+
+
+def code_rows(page: Page, root: str) -> list[dict[str, Any]]:
+    """Each added row's code under `root`: its text, whether coloured, its tokens' classes,
+    and the row's background (the add colour stays under the syntax colours)."""
+    script = (
+        f"[...({root}).querySelectorAll('[data-testid=diff-row][data-kind=add]')].map(r => {{"
+        " const code = r.querySelector('.diff-code');"
+        " return {text: code.textContent, hl: code.classList.contains('hl'),"
+        " classes: [...code.children].map(c => c.className),"
+        " tags: [...code.querySelectorAll('*')].map(c => c.tagName),"
+        " background: getComputedStyle(r).backgroundColor}; })"
+    )
+    return list(page.js(script) or [])
+
+
+@scenario
+def syntax_colours(page: Page, args: argparse.Namespace) -> dict[str, Any]:
+    """A .py file changed by a turn in a worktree session: its hunk lines in the turn's
+    diff card and in the branch's Changes view carry syntax colours (token spans), the
+    file's hostile text shown as text, never as markup."""
+    workspace = Path(args.workspace)
+    git_repo(workspace, {"README.md": "the app\n"})
+    page.ready()
+    page.click("new-session")
+    page.fill("new-cwd", args.workspace)
+    page.fill("new-title", "Colours")
+    page.js(f"{page.el('new-worktree')}.click()")
+    page.click("create-session")
+    page.wait("document.querySelectorAll('[data-testid=session-item]').length === 1", "created")
+    (sid,) = page.session_ids()
+    page.wait_item(sid, "idle", 1)
+    auto_approve(page, sid)
+    page.send("/write app.py " + HOSTILE_PY)
+    slot = page.wait_changes(1)
+    page.wait_item(sid, "idle")
+    page.js(f"{slot}.querySelector('[data-testid=change-file]').click()")
+    review = f"{slot}.querySelector('[data-testid=file-review]')"
+    page.wait(f"!!{review} && !!{review}.querySelector('[data-testid=hunk]')", "the hunk")
+    seen: dict[str, Any] = {"card": code_rows(page, review)}
+    page.click("branch-changes")
+    page.wait(f"{SEL}('[data-testid=branch-file]')", "the branch's files")
+    seen["branch"] = code_rows(page, page.el("branch-view"))
+    seen["pwned"] = page.js("window.pwned === undefined ? null : window.pwned")
+    seen["images"] = page.js("document.querySelectorAll('.diff-code img, .diff-code b').length")
+    return seen
+
+
 # Steering a running agent: the queue, edit and resend, the plan, notifications.
 SCENARIOS.update(STEER_SCENARIOS)
 SETUPS.update(STEER_SETUPS)

@@ -887,6 +887,56 @@ def test_a_turns_hunks_are_accepted_and_rejected_one_by_one_with_the_keyboard(
 
 
 @window_only
+def test_a_files_reject_takes_back_only_the_hunks_not_accepted_and_its_accept_the_rest(
+    tmp_path: Path,
+) -> None:
+    r = run_driver("file_review", tmp_path)
+    poem = [
+        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+        "eighteen", "nineteen", "twenty",
+    ]  # fmt: skip
+
+    def text(**changed: str) -> str:
+        return "".join(f"{changed.get(line, line)}\n" for line in poem)
+
+    assert r["before"]["text"] == "Reject file"
+    assert "except hunks you accept first" in r["before"]["title"]
+    assert r["one_kept"]["text"] == "Reject the rest"
+    assert "2 hunks of poem.txt not accepted (the 1 kept stay)" in r["one_kept"]["title"]
+    assert r["notice"].startswith("Reverted 2 hunks of poem.txt (turn 1).")
+    assert r["verdicts"] == ["rejected", "accepted", "rejected"]
+    assert r["on_disk"] == text(ten="TEN")  # the accepted hunk stays as the turn left it
+    assert "1 kept · 2 reverted · 0 to review" in r["after"]["state"]
+    assert r["after"]["reject_disabled"] is True and r["after"]["accept_disabled"] is True
+    second = r["second"]
+    assert second["verdicts"] == ["rejected", "accepted"]  # the reverted one not marked kept
+    assert "1 kept · 1 reverted · 0 to review" in second["state"]
+    assert second["accept_disabled"] is True and second["reject_disabled"] is True
+    # The kept hunk as the turn left it (its /write ended the file without a newline).
+    assert second["on_disk"] == text(eighteen="EIGHTEEN").rstrip("\n")
+
+
+@window_only
+def test_a_py_hunk_is_drawn_with_syntax_colours_and_its_text_stays_text(tmp_path: Path) -> None:
+    r = run_driver("syntax_colours", tmp_path)
+    lines = [
+        "def greet(name):",
+        '    return "<img src=x onerror=window.pwned=1>" + name  # </span><b>bold</b>',
+    ]
+    for where in ("card", "branch"):
+        rows = r[where]
+        assert [row["text"] for row in rows] == lines, where
+        assert all(row["hl"] for row in rows), where
+        assert all(set(row["tags"]) == {"SPAN"} for row in rows), where  # no markup made
+        first, second = (set(row["classes"]) for row in rows)
+        assert {"k", "nf"} <= first, (where, first)  # def, greet
+        assert {"k", "s2", "c1"} <= second, (where, second)  # return, the string, the comment
+        assert all(row["background"] not in ("", "rgba(0, 0, 0, 0)") for row in rows), where
+    assert r["pwned"] is None and r["images"] == 0
+
+
+@window_only
 def test_the_details_list_the_project_instruction_files_the_agent_read(tmp_path: Path) -> None:
     r = run_driver("instruction_files", tmp_path)
     assert r["shown"] is True

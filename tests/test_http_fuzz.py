@@ -56,6 +56,7 @@ LABELS = {
     "GET /agent/status",
     "POST /agent/abort",
     "GET /agent/messages",
+    "GET /agent/changes",
     EVENTS,
     "POST /agent/resize",
     "GET /agent/permissions",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import jsonschema
 import pytest
 from harness import Sidecar, eventually
 
@@ -202,7 +203,6 @@ async def test_http_status_is_the_stdio_summary_without_the_token(
 async def test_http_responses_match_the_openapi_schemas(
     sidecar: Sidecar, workspace: Path, http: aiohttp.ClientSession
 ) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
     doc = json.loads(OPENAPI.read_text())
 
     def check(name: str, instance: Any) -> None:
@@ -229,6 +229,37 @@ async def test_http_responses_match_the_openapi_schemas(
         f"bearer token is never in a summary). Got http={status['http']}"
     )
     check("SessionSummary", status)
+
+
+async def test_a_turns_changes_over_http_are_the_acp_body_with_hunk_ids(
+    sidecar: Sidecar, workspace: Path, http: aiohttp.ClientSession
+) -> None:
+    """`GET /agent/changes` is the HTTP twin of `_session/changes`: the same body, each
+    file's hunks with the ids `_session/revert` takes; a turn not there is 404."""
+    doc = json.loads(OPENAPI.read_text())
+    schema = {"$ref": "#/components/schemas/TurnChanges", "components": doc["components"]}
+    summary = await sidecar.new_session(workspace, approval="auto")
+    sid = summary["sessionId"]
+    url, token = await endpoint(sidecar, summary)
+    status, body = await call(http, "GET", f"{url}/agent/changes", token)
+    assert_json_error(status, body, 404, "no turns yet")
+    (workspace / "kept.py").write_text("".join(f"line {i}\n" for i in range(20)))
+    await sidecar.prompt(sid, "/write notes.txt hello")
+    await sidecar.prompt(sid, "/edit kept.py 'line 2' 'line two'")
+    for query, turn in (("", 2), ("?turn=1", 1), ("?turn=2", 2)):
+        status, body = await call(http, "GET", f"{url}/agent/changes{query}", token)
+        assert status == 200, body
+        over_acp = await sidecar.call("_session/changes", {"sessionId": sid, "turn": turn})
+        assert body == over_acp
+        jsonschema.Draft202012Validator(schema).validate(body)
+    (changed,) = body["files"]
+    assert changed["path"] == "kept.py" and changed["hunks"][0]["id"]
+    assert "+line two" in changed["hunks"][0]["lines"]
+    status, body = await call(http, "GET", f"{url}/agent/changes?turn=3", token)
+    assert_json_error(status, body, 404, "no turn 3: the session has 2 turn(s)")
+    for bad in ("0", "x", "-1"):
+        status, body = await call(http, "GET", f"{url}/agent/changes?turn={bad}", token)
+        assert_json_error(status, body, 400, "turn")
 
 
 # -- one turn at a time, whichever door it came through ------------------------------------

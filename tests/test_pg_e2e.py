@@ -4,7 +4,8 @@ What is checked: each host sees the others' sessions (with `heldBy`) and hears o
 changes without polling; a row lock held on one session delays no other request and
 ends in a clear store error; a database that goes away and comes back, or kills our
 connections, is reconnected without a restart; unusable URLs give clear errors and the
-sidecar stays up; the password is never said.
+sidecar stays up; the password is never said; a session's worktree is used only on the
+host that made it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from harness import Sidecar
 from pg_server import PgServer
 from pg_sidecars import log_of, state_of
+from test_worktree_sessions_e2e import GIT_ENV, git
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
@@ -293,3 +295,48 @@ async def test_sidecars_starting_at_once_on_an_empty_database_migrate_it_once(
     finally:
         for sidecar in sidecars:
             await sidecar.close()
+
+
+async def test_a_worktree_session_on_a_shared_store_is_used_only_on_its_host(
+    tmp_path: Path, pg_url: str
+):
+    """The worktree is on the disk of the host that made it: another host sharing the
+    PostgreSQL store may not resume it (or merge, or delete it with its worktree), and
+    is told which host to go to; the record is left as it was."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("hello\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first")
+    alpha = await pg_sidecars.start(tmp_path, pg_url, "alpha", env=GIT_ENV)
+    beta = await pg_sidecars.start(tmp_path, pg_url, "beta", env=GIT_ENV)
+    try:
+        opened = await alpha.call(
+            "session/new",
+            {"cwd": str(repo), "mcpServers": [], "_meta": {"worktree": True, "approval": "auto"}},
+        )
+        sid, tree = opened["sessionId"], opened["_meta"]["worktree"]
+        await alpha.prompt(sid, "/write work.md made on alpha")
+        await alpha.call("session/close", {"sessionId": sid})
+        await beta.wait_for(state_of(sid, status="closed", heldBy=None))
+        for method, params in [
+            ("session/resume", {"sessionId": sid, "cwd": tree["path"]}),
+            ("session/load", {"sessionId": sid, "cwd": tree["path"]}),
+            ("_session/worktree/merge", {"sessionId": sid}),
+            ("session/delete", {"sessionId": sid}),
+        ]:
+            with pytest.raises(RpcError) as refused:
+                await beta.call(method, params)
+            assert refused.value.code == ErrorCode.INVALID_STATE, method
+            assert "on host alpha" in refused.value.message, (method, refused.value.message)
+        seen = await beta.status(sid)
+        assert (seen["status"], seen["generation"]) == ("closed", 1)  # nothing half started
+        assert seen["worktree"]["path"] == tree["path"]
+        assert not (repo / "work.md").exists()  # nothing merged from beta
+        resumed = await alpha.call("session/resume", {"sessionId": sid, "cwd": tree["path"]})
+        assert resumed["_meta"]["generation"] == 2
+        assert Path(tree["path"], "work.md").read_text() == "made on alpha"
+    finally:
+        await alpha.close()
+        await beta.close()

@@ -8,14 +8,16 @@ all or nothing, or discarded.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from external_agents import AgentSetup
-from harness import Sidecar
+from harness import Sidecar, eventually
 
 from desktop.client import RpcError
 
@@ -184,26 +186,153 @@ async def test_resume_recreates_a_removed_worktree_and_an_external_agent_works_i
         await sidecar.close()
 
 
+HELD_SIGNER = """#!/bin/sh
+# A signing program that holds every commit until the test lets it go: a merge that is
+# under way for as long as the test needs. Its signature is not checked by git.
+touch "{gate}/started"
+while [ ! -e "{gate}/release" ]; do sleep 0.05; done
+cat >/dev/null
+echo "[GNUPG:] SIG_CREATED D 1 8 00 0 X" >&2
+printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nheld\\n-----END PGP SIGNATURE-----\\n'
+"""
+
+
+def hold_commits(repo: Path, gate: Path) -> None:
+    """Every commit in `repo` (its worktrees share its config) waits for `gate/release`."""
+    gate.mkdir()
+    signer = gate / "signer.sh"
+    signer.write_text(HELD_SIGNER.format(gate=gate))
+    signer.chmod(0o755)
+    git(repo, "config", "commit.gpgSign", "true")
+    git(repo, "config", "gpg.program", str(signer))
+
+
+async def test_a_merge_runs_under_the_turn_lock(tmp_path: Path, repo: Path) -> None:
+    """A turn running: the merge is busy. A merge running: a prompt is busy, a queued one
+    waits for the merge's end, so no turn edits the worktree while its work is committed
+    and merged."""
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
+        sid, path = opened["sessionId"], Path(opened["_meta"]["worktree"]["path"])
+        sleeping = sidecar.prompt_task(sid, "/sleep 60")
+        await sidecar.wait_state(sid, "running")
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("_session/worktree/merge", {"sessionId": sid})
+        assert caught.value.code == -32042  # busy
+        await sidecar.call("session/cancel", {"sessionId": sid})
+        assert (await sleeping)["stopReason"] == "cancelled"
+
+        await sidecar.prompt(sid, "/write merged.md in the merge")
+        gate = tmp_path / "gate"
+        hold_commits(repo, gate)
+        merging = asyncio.ensure_future(
+            sidecar.call("_session/worktree/merge", {"sessionId": sid, "strategy": "squash"})
+        )
+        assert await eventually(lambda: (gate / "started").exists(), timeout=30)
+        assert (await sidecar.status(sid))["status"] == "running"
+        with pytest.raises(RpcError) as caught:
+            await sidecar.prompt(sid, "/write late.md too late")
+        assert caught.value.code == -32042
+        queued = asyncio.ensure_future(
+            sidecar.call(
+                "session/prompt",
+                {
+                    "sessionId": sid,
+                    "prompt": [{"type": "text", "text": "/write queued.md after the merge"}],
+                    "_meta": {"queue": True},
+                },
+            )
+        )
+        await sidecar.wait_for(
+            lambda method, params: (
+                method == "_session/queue_update"
+                and params.get("sessionId") == sid
+                and len(params.get("queue", [])) == 1
+            )
+        )
+        assert not queued.done() and not (path / "queued.md").exists()  # it waits
+        (gate / "release").touch()
+        merged = await merging
+        assert merged["before"] != merged["after"]
+        assert (await queued)["stopReason"] == "end_turn"
+        assert (path / "queued.md").read_text() == "after the merge"
+        assert (repo / "merged.md").exists()  # what was there when the merge began
+        assert not (repo / "queued.md").exists() and not (path / "late.md").exists()
+        listed = git(repo, "show", "--name-only", "--format=", "HEAD").split()
+        assert listed == ["merged.md"]
+    finally:
+        await sidecar.close()
+
+
+async def test_a_merge_on_another_host_is_refused_naming_it(tmp_path: Path, repo: Path) -> None:
+    data = tmp_path / "data"
+    alpha = await Sidecar.start(data, "--host-id", "alpha", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(alpha, repo, True, approval="auto")
+        sid = opened["sessionId"]
+        await alpha.prompt(sid, "/write work.md from alpha")
+        await alpha.call("session/close", {"sessionId": sid})
+    finally:
+        await alpha.close()
+    head = git(repo, "rev-parse", "HEAD")
+    beta = await Sidecar.start(data, "--host-id", "beta", env=GIT_ENV)
+    try:
+        for method in ("_session/worktree/merge", "_session/worktree/discard"):
+            with pytest.raises(RpcError) as caught:
+                await beta.call(method, {"sessionId": sid})
+            assert caught.value.code == -32045
+            assert "on host alpha" in str(caught.value) and "beta" in str(caught.value)
+        assert git(repo, "rev-parse", "HEAD") == head and not (repo / "work.md").exists()
+        assert Path(opened["_meta"]["worktree"]["path"], "work.md").exists()
+    finally:
+        await beta.close()
+
+
 async def test_five_sessions_in_worktrees_of_one_repository_run_at_once(
     tmp_path: Path, repo: Path
 ) -> None:
+    """Five turns at once, each in its own worktree: each waits in a shell command until
+    all five have started (so they really overlap: were they run one after another, the
+    first would wait alone and say so), then writes its own file. Every turn ends well,
+    no git lock error reaches anyone, and no file of one appears in another."""
+    gate = tmp_path / "all-started"
+    gate.mkdir()
     sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
     try:
         opened = await asyncio.gather(
-            *(new_in_worktree(sidecar, repo, True, approval="auto") for _ in range(5))
+            *(  # sandbox off: the gate, under /tmp, is each command's own tmpfs otherwise
+                new_in_worktree(sidecar, repo, True, approval="auto", sandbox="off")
+                for _ in range(5)
+            )
         )
         sids = [o["sessionId"] for o in opened]
         paths = [Path(o["_meta"]["worktree"]["path"]) for o in opened]
         assert len(set(paths)) == 5
-        await asyncio.gather(
-            *(sidecar.prompt(sid, f"/write own-{n}.txt {n}") for n, sid in enumerate(sids))
+        barrier = (
+            "touch {gate}/{n}; i=0; "
+            'while [ "$(ls {gate} | wc -l)" -lt 5 ] && [ $i -lt 1200 ]; '
+            "do sleep 0.05; i=$((i+1)); done; "
+            "echo started together: $(ls {gate} | wc -l) > own-{n}.txt"
         )
+        ended = await asyncio.gather(
+            *(
+                sidecar.prompt(sid, "$ " + barrier.format(gate=gate, n=n))
+                for n, sid in enumerate(sids)
+            )
+        )
+        assert [e["stopReason"] for e in ended] == ["end_turn"] * 5
         for n, path in enumerate(paths):
-            assert sorted(p.name for p in path.glob("own-*.txt")) == [f"own-{n}.txt"]
-        await asyncio.gather(
+            assert (path / f"own-{n}.txt").read_text() == "started together: 5\n"
+            assert git(path, "status", "--porcelain") == f"?? own-{n}.txt"
+        said = json.dumps(sidecar.seen).lower()
+        assert "index.lock" not in said and not re.search(r"\block", said)
+        merged = await asyncio.gather(
             *(sidecar.call("_session/worktree/merge", {"sessionId": sid}) for sid in sids)
         )
+        assert len({m["after"] for m in merged}) == 5  # one after the other
         assert sorted(p.name for p in repo.glob("own-*.txt")) == [f"own-{n}.txt" for n in range(5)]
+        assert git(repo, "status", "--porcelain") == ""
     finally:
         await sidecar.close()
 
@@ -231,6 +360,36 @@ async def test_delete_refuses_unmerged_work_unless_told_and_takes_a_clean_worktr
         branches = git(repo, "branch", "--list")
         assert dirty["_meta"]["worktree"]["branch"] not in branches
         assert clean["_meta"]["worktree"]["branch"] not in branches
+    finally:
+        await sidecar.close()
+
+
+async def test_delete_of_a_worktree_removed_by_hand_keeps_a_branch_with_unmerged_commits(
+    tmp_path: Path, repo: Path
+) -> None:
+    """Unmerged work is judged from the repository (the branch against its base), not
+    from the directory: a directory gone does not make its branch's commits nobody's."""
+    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
+        sid, tree = opened["sessionId"], opened["_meta"]["worktree"]
+        await sidecar.prompt(sid, "/write precious.md work worth keeping")
+        git(Path(tree["path"]), "add", "-A")
+        git(Path(tree["path"]), "commit", "-q", "-m", "unmerged work")
+        tip = git(repo, "rev-parse", f"refs/heads/{tree['branch']}")
+        await sidecar.call("session/close", {"sessionId": sid})
+        subprocess.run(["rm", "-rf", tree["path"]], check=True)
+        with pytest.raises(RpcError) as caught:
+            await sidecar.call("session/delete", {"sessionId": sid})
+        assert caught.value.code == -32045
+        message = str(caught.value)
+        assert tree["branch"] in message and "removeWorktree" in message
+        assert "1 commit(s) not in main" in message
+        assert git(repo, "rev-parse", f"refs/heads/{tree['branch']}") == tip  # kept
+        listed = (await sidecar.call("session/list", {}))["sessions"]
+        assert [s["sessionId"] for s in listed] == [sid]  # the record too
+        await sidecar.call("session/delete", {"sessionId": sid, "_meta": {"removeWorktree": True}})
+        assert tree["branch"] not in git(repo, "branch", "--list")
     finally:
         await sidecar.close()
 
@@ -279,25 +438,6 @@ async def test_orphaned_worktrees_are_reported_then_pruned_only_when_asked(
         assert [o["branch"] for o in found["orphans"]] == ["later"]
     finally:
         await again.close()
-
-
-async def test_a_fork_of_a_worktree_session_has_no_worktree_of_its_own(
-    tmp_path: Path, repo: Path
-) -> None:
-    sidecar = await Sidecar.start(tmp_path / "data", env=GIT_ENV)
-    try:
-        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
-        await sidecar.prompt(opened["sessionId"], "/write a.md one")
-        forked = await sidecar.call(
-            "session/fork", {"sessionId": opened["sessionId"], "cwd": str(repo), "mcpServers": []}
-        )
-        assert forked["_meta"]["worktree"] is None and forked["_meta"]["cwd"] == str(repo)
-        # Deleting the fork leaves the source's worktree alone.
-        await sidecar.call("session/close", {"sessionId": forked["sessionId"]})
-        await sidecar.call("session/delete", {"sessionId": forked["sessionId"]})
-        assert Path(opened["_meta"]["worktree"]["path"]).is_dir()
-    finally:
-        await sidecar.close()
 
 
 async def test_a_worktree_belongs_to_the_host_that_made_it(tmp_path: Path, repo: Path) -> None:

@@ -10,13 +10,14 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from sidecar.domain.errors import InvalidInput
 from sidecar.worktrees import git as wgit
-from sidecar.worktrees import manager
+from sidecar.worktrees import manager, merging
 from sidecar.worktrees.hunks import FileDiff, hunk_id, parse_diff
 from sidecar.worktrees.manager import (
     InvalidWorktree,
@@ -483,6 +484,124 @@ async def test_merge_whose_commit_fails_changes_nothing(
     assert head(repo) == before and sh(repo, "status", "--porcelain") == ""
     assert not (repo / "signed.txt").exists()
     assert head(wt.path) == branch_tip and sh(wt.path, "status", "--porcelain") == ""
+
+
+def user_acts_before_landing(monkeypatch: pytest.MonkeyPatch, act: Callable[[], None]) -> None:
+    """The user's own git runs in the main tree after the merge made its commit and
+    before it lands (the one step that touches the main tree): deterministic."""
+    land = merging._land
+
+    async def late(wt: Worktree, old: str, new: str, strategy: manager.Strategy) -> None:
+        act()
+        await land(wt, old, new, strategy)
+
+    monkeypatch.setattr(merging, "_land", late)
+
+
+@pytest.mark.parametrize("strategy", ["merge", "squash", "rebase"])
+async def test_a_user_commit_during_a_merge_is_kept_and_the_merge_refused(
+    repo: Path, wts: Path, monkeypatch: pytest.MonkeyPatch, strategy: manager.Strategy
+) -> None:
+    wt = await new(repo, wts, f"race-{strategy}")
+    commit_file(wt.path, "session.txt", "session\n")
+    commit_file(repo, "main-only.txt", "m\n")  # so a rebase rewrites the branch
+    branch_tip = head(wt.path)
+
+    def user() -> None:
+        commit_file(repo, "user.txt", "user work\n", "user commit")
+        (repo / "a.txt").write_text("user's uncommitted edit\n")
+
+    user_acts_before_landing(monkeypatch, user)
+    with pytest.raises(MergeRefused, match="main moved while merging"):
+        await manager.merge(wt, strategy, None)
+    assert sh(repo, "log", "-1", "--format=%s").strip() == "user commit"
+    assert (repo / "user.txt").read_text() == "user work\n"
+    assert (repo / "a.txt").read_text() == "user's uncommitted edit\n"
+    assert not (repo / "session.txt").exists()
+    assert sh(repo, "status", "--porcelain") == " M a.txt\n"  # only the user's edit
+    assert head(wt.path) == branch_tip  # a rebased branch is put back as it was
+    # Merged again once the main tree is clean: it lands on top of the user's commit.
+    monkeypatch.undo()
+    sh(repo, "checkout", "-q", "--", "a.txt")
+    user_commit = head(repo)
+    done = await manager.merge(wt, strategy, None)
+    assert done.before == user_commit and done.after == head(repo)
+    assert (repo / "session.txt").exists() and (repo / "user.txt").exists()
+
+
+@pytest.mark.parametrize("strategy", ["merge", "squash", "rebase"])
+async def test_a_user_edit_in_the_way_refuses_the_merge_and_is_kept(
+    repo: Path, wts: Path, monkeypatch: pytest.MonkeyPatch, strategy: manager.Strategy
+) -> None:
+    wt = await new(repo, wts, f"edit-{strategy}")
+    commit_file(wt.path, "a.txt", "one\nsession\nthree\n")
+    commit_file(repo, "main-only.txt", "m\n")
+    before, branch_tip = head(repo), head(wt.path)
+    user_acts_before_landing(monkeypatch, lambda: (repo / "a.txt").write_text("user's\n"))
+    with pytest.raises(MergeRefused, match="is in the way") as refused:
+        await manager.merge(wt, strategy, None)
+    assert "a.txt" in str(refused.value)
+    assert head(repo, "main") == before and head(repo) == before
+    assert (repo / "a.txt").read_text() == "user's\n"
+    assert sh(repo, "status", "--porcelain") == " M a.txt\n"
+    assert head(wt.path) == branch_tip
+
+
+async def test_a_user_edit_out_of_the_merges_way_is_kept_and_the_merge_lands(
+    repo: Path, wts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wt = await new(repo, wts, "aside")
+    commit_file(wt.path, "session.txt", "session\n")
+    staged = repo / "staged.txt"
+
+    def user() -> None:
+        (repo / "b.txt").write_text("user's edit\n")
+        staged.write_text("staged\n")
+        sh(repo, "add", "staged.txt")
+
+    user_acts_before_landing(monkeypatch, user)
+    done = await manager.merge(wt, "merge", None)
+    assert head(repo) == done.after != done.before
+    assert (repo / "session.txt").read_text() == "session\n"
+    assert (repo / "b.txt").read_text() == "user's edit\n"
+    assert sorted(sh(repo, "status", "--porcelain").splitlines()) == [
+        " M b.txt",
+        "A  staged.txt",
+    ]
+    assert head(repo, "ORIG_HEAD") == done.before  # `git reset --keep ORIG_HEAD` undoes it
+
+
+async def test_a_user_switching_branch_during_a_merge_refuses_it(
+    repo: Path, wts: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wt = await new(repo, wts, "switch")
+    commit_file(wt.path, "session.txt", "session\n")
+    before = head(repo)
+    user_acts_before_landing(monkeypatch, lambda: sh(repo, "checkout", "-q", "-b", "elsewhere"))
+    with pytest.raises(MergeRefused, match="moved to elsewhere while merging"):
+        await manager.merge(wt, "squash", None)
+    assert head(repo, "main") == before and head(repo, "elsewhere") == before
+    assert not (repo / "session.txt").exists()
+
+
+async def test_unmerged_work_is_judged_from_the_repository(repo: Path, wts: Path) -> None:
+    """A worktree directory removed by hand still has its branch and its commits."""
+    wt = await new(repo, wts, "judge")
+    assert await manager.unmerged(wt) == manager.Unmerged(0, False)
+    (Path(wt.path) / "loose.txt").write_text("not committed\n")
+    assert await manager.unmerged(wt) == manager.Unmerged(0, True)
+    commit_file(wt.path, "kept.txt", "committed\n")
+    assert await manager.unmerged(wt) == manager.Unmerged(1, False)
+    shutil.rmtree(wt.path)
+    assert await manager.unmerged(wt) == manager.Unmerged(1, False)
+    sh(repo, "merge", "-q", "--no-edit", wt.branch)
+    assert await manager.unmerged(wt) == manager.Unmerged(0, False)
+    sh(repo, "worktree", "prune")
+    sh(repo, "branch", "-D", "-q", wt.branch)
+    assert await manager.unmerged(wt) == manager.Unmerged(0, False)
+    gone_base = Worktree(wt.repo, wt.path, "main", "no-such-base")
+    with pytest.raises(wgit.GitError):
+        await manager.unmerged(gone_base)
 
 
 async def test_five_sessions_at_once(repo: Path, wts: Path) -> None:

@@ -2,6 +2,9 @@
 // the diff of a write in its approval card and tool card) or read from a unified diff (a
 // turn's `_session/changes`), drawn as unified hunks with line numbers, collapsible.
 // All of it is the agent's text: it goes into the page as textContent, never as HTML.
+// A hunk may come with syntax colours (`tokens`, from the bridge: desktop/diff_colours.py):
+// per line, [class, text] pairs, drawn as spans of text whose class is a token class's
+// short name (pygments.css colours them) or none; the row keeps its add/remove background.
 "use strict";
 
 window.Diff = (() => {
@@ -110,13 +113,15 @@ window.Diff = (() => {
     return `@@ -${range(olds, "old")} +${range(news, "new")} @@`;
   }
 
-  // One file's section of a unified diff (its lines, headers included) as rows.
-  function unifiedRows(lines) {
+  // One file's section of a unified diff (its lines, headers included) as rows; `tokens`,
+  // when given, holds each line's syntax colours (null: plain), aligned with `lines`.
+  function unifiedRows(lines, tokens = null) {
     const rows = [];
     let oldNo = 0;
     let newNo = 0;
     let inHunk = false;
-    for (const line of lines) {
+    for (const [at, line] of lines.entries()) {
+      const colours = tokens && Array.isArray(tokens[at]) ? tokens[at] : null;
       const header = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(line);
       if (header) {
         oldNo = Number(header[1]);
@@ -126,13 +131,13 @@ window.Diff = (() => {
       } else if (!inHunk || line === "") {
         continue; // diff --git, index, ---, +++; the end of the text (a context line has a " ")
       } else if (line.startsWith("+")) {
-        rows.push({ kind: "add", old: null, new: newNo++, text: line.slice(1) });
+        rows.push({ kind: "add", old: null, new: newNo++, text: line.slice(1), tokens: colours });
       } else if (line.startsWith("-")) {
-        rows.push({ kind: "del", old: oldNo++, new: null, text: line.slice(1) });
+        rows.push({ kind: "del", old: oldNo++, new: null, text: line.slice(1), tokens: colours });
       } else if (line.startsWith("\\")) {
         rows.push({ kind: "note", text: line.slice(2) });
       } else {
-        rows.push({ kind: "ctx", old: oldNo++, new: newNo++, text: line.slice(1) });
+        rows.push({ kind: "ctx", old: oldNo++, new: newNo++, text: line.slice(1), tokens: colours });
       }
     }
     return rows;
@@ -173,6 +178,26 @@ window.Diff = (() => {
     return box;
   }
 
+  const TOKEN_CLASS = /^[A-Za-z0-9_-]{1,12}$/; // a Pygments short name, nothing else
+
+  // A line's code: its text, or its tokens as spans when they spell exactly that text.
+  function codeNode(row) {
+    const code = node("span", "diff-code");
+    const tokens = row.tokens;
+    const whole = Array.isArray(tokens) && tokens.every((t) => Array.isArray(t) && t.length === 2)
+      && tokens.map((t) => String(t[1])).join("") === row.text;
+    if (!whole || !tokens.length) {
+      code.textContent = row.text;
+      return code;
+    }
+    code.classList.add("hl");
+    for (const [cls, text] of tokens) {
+      const span = node("span", TOKEN_CLASS.test(String(cls)) ? String(cls) : "", text);
+      code.append(span);
+    }
+    return code;
+  }
+
   function rowNode(row, numbers) {
     const line = node("div", `diff-row ${row.kind}`);
     line.dataset.testid = "diff-row";
@@ -188,7 +213,7 @@ window.Diff = (() => {
       node("span", "ln", row.old === null || !numbers ? "" : row.old),
       node("span", "ln", row.new === null || !numbers ? "" : row.new),
       node("span", "mark", mark),
-      node("span", "diff-code", row.text),
+      codeNode(row),
     );
     return line;
   }
@@ -222,7 +247,8 @@ window.Diff = (() => {
     const block = node("div", "diff-hunk");
     block.dataset.testid = "hunk";
     block.dataset.hunkId = String(hunk.id);
-    const rows = unifiedRows([String(hunk.header), ...(hunk.lines || []).map(String)]);
+    const tokens = Array.isArray(hunk.tokens) ? [null, ...hunk.tokens] : null;
+    const rows = unifiedRows([String(hunk.header), ...(hunk.lines || []).map(String)], tokens);
     for (const row of rows.slice(0, MAX_ROWS)) block.append(rowNode(row, true));
     if (rows.length > MAX_ROWS) block.append(node("div", "diff-more", `… ${rows.length - MAX_ROWS} more lines not shown`));
     return block;

@@ -2,8 +2,9 @@
 // Accept / Reject per hunk and per file. Accept marks a hunk reviewed and keeps it (this
 // page's mark only, in the store); Reject reverts it on disk (`_session/revert`, a
 // checkpointed step the notice's Undo takes back), after which the turn's card is drawn
-// again from the sidecar. A refusal because the lines changed since the turn offers
-// "Revert anyway" (force).
+// again from the sidecar. The file's buttons act on the hunks still open: Reject file
+// ("Reject the rest" once some are reviewed) never reverts a hunk the user accepted.
+// A refusal because the lines changed since the turn offers "Revert anyway" (force).
 //
 // Keys, with a hunk focused: j / ↓ next hunk, k / ↑ previous, Home / End, a accept,
 // r reject; Shift+A / Shift+R the whole file. Buttons take Enter and Space as usual.
@@ -29,9 +30,9 @@
     const problem = el("div", { class: "review-problem", "data-testid": "revert-problem", role: "alert", hidden: true });
     ctx.problem = problem;
     const stateLine = el("span", { class: "review-state", "data-testid": "file-review-state" });
-    const accept = button("file-accept", "Accept file", `Keep every hunk of ${file.path} (Shift+A)`, () => acceptHunks(ctx, ctx.hunks.map((h) => h.id)));
+    const accept = button("file-accept", "Accept file", `Keep every hunk of ${file.path} not reverted (Shift+A)`, () => acceptHunks(ctx, open(ctx)));
     accept.disabled = !ctx.hunks.length;
-    const reject = button("file-reject", "Reject file", `Revert what turn ${turn} did to ${file.path} (Shift+R)`, () => rejectHunks(ctx, [], false));
+    const reject = button("file-reject", "Reject file", `Revert what turn ${turn} did to ${file.path} (Shift+R)`, () => rejectFile(ctx));
     reject.classList.add("review-reject");
     box.append(el("div", { class: "review-bar" }, stateLine, accept, reject), problem);
     if (ctx.hunks.length) {
@@ -64,6 +65,16 @@
     return block;
   }
 
+  const open = (ctx) => store.openHunks(state, ctx.sessionId, ctx.turn, ctx.path, ctx.hunks);
+
+  // The file's Reject: its open hunks (those not accepted nor already reverted); the
+  // whole file only when there are no hunks to name (a diff cut short).
+  function rejectFile(ctx) {
+    if (!ctx.hunks.length) return rejectHunks(ctx, [], false);
+    const ids = open(ctx);
+    if (ids.length) return rejectHunks(ctx, ids, false);
+  }
+
   const blocks = (ctx) => [...ctx.box.querySelectorAll("[data-testid=hunk]")];
   const verdicts = (ctx) => ctx.hunks.map((h) => store.verdictOf(state, ctx.sessionId, ctx.turn, ctx.path, h.id));
 
@@ -91,9 +102,15 @@
     if (all.length && !all.some((b) => b.tabIndex === 0)) rove(ctx, all.find((b) => !b.dataset.verdict) || all[0]);
     const fileReject = ctx.box.querySelector("[data-testid=file-reject]");
     const counts = store.fileReview(state, ctx.sessionId, ctx.turn, ctx.path, ctx.hunks);
-    fileReject.dataset.done = ctx.hunks.length > 0 && counts.rejected === ctx.hunks.length ? "1" : "";
+    if (ctx.hunks.length) {
+      const label = store.fileRejectLabel(counts, ctx.path, ctx.turn);
+      fileReject.textContent = label.text;
+      fileReject.dataset.hint = label.hint;
+    }
+    fileReject.dataset.done = ctx.hunks.length > 0 && counts.open === 0 ? "1" : "";
     fileReject.disabled = !can || fileReject.dataset.done === "1";
     fileReject.title = can ? fileReject.dataset.hint : NOT_NOW;
+    ctx.box.querySelector("[data-testid=file-accept]").disabled = !ctx.hunks.length || counts.open === 0;
     const line = ctx.box.querySelector("[data-testid=file-review-state]");
     const n = ctx.hunks.length;
     line.textContent = n
@@ -181,8 +198,8 @@
     const id = block.dataset.hunkId;
     if (e.key === "a") acceptHunks(ctx, [id]);
     else if (e.key === "r" && canRevert(ctx.sessionId) && block.dataset.verdict !== "rejected") rejectHunks(ctx, [id], false);
-    else if (e.key === "A") acceptHunks(ctx, ctx.hunks.map((h) => h.id));
-    else if (e.key === "R" && canRevert(ctx.sessionId)) rejectHunks(ctx, [], false);
+    else if (e.key === "A") acceptHunks(ctx, open(ctx));
+    else if (e.key === "R" && canRevert(ctx.sessionId)) rejectFile(ctx);
     else return;
     e.preventDefault();
   }

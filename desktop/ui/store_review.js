@@ -151,6 +151,24 @@
     return out;
   }
 
+  // The hunks of a file still to review (neither accepted nor rejected), in order: what
+  // Accept file keeps and Reject file takes back, so a hunk the user already accepted is
+  // never reverted by the file's Reject (nor a reverted one marked kept by its Accept).
+  function openHunks(state, sessionId, turn, path, hunks) {
+    return hunks.filter((h) => !verdictOf(state, sessionId, turn, path, h.id)).map((h) => h.id);
+  }
+
+  // The file's Reject button: its label and what it says it does, from the counts so far.
+  function fileRejectLabel(counts, path, turn) {
+    const some = counts.accepted > 0 || counts.rejected > 0;
+    return {
+      text: some ? "Reject the rest" : "Reject file",
+      hint: counts.accepted
+        ? `Revert the ${counts.open} hunk${counts.open === 1 ? "" : "s"} of ${path} not accepted (the ${counts.accepted} kept stay) (Shift+R)`
+        : `Revert what turn ${turn} did to ${path}, except hunks you accept first (Shift+R)`,
+    };
+  }
+
   // The hunk a key moves to from `at` among `count` (j/↓ next, k/↑ previous, Home/End),
   // or null when the key is not a move.
   function hunkStep(key, at, count) {
@@ -187,6 +205,6 @@
   return {
     STRATEGIES, BRANCH_PAGE, repoOf, repoGroups, worktreeBadges, worktreeParam, worktreeField,
     branchOpened, branchClosed, branchPage, branchTotals, mergeFiles, mergeQuestion, reviewKey,
-    reviewed, verdictOf, fileReview, hunkStep, nextOpenHunk, changedSince, revertSaid,
+    reviewed, verdictOf, fileReview, openHunks, fileRejectLabel, hunkStep, nextOpenHunk, changedSince, revertSaid,
   };
 });

@@ -62,7 +62,6 @@ from sidecar.wire import transcript as wire_transcript
 from sidecar.wire.changes import changes_body, rewind_body
 from sidecar.wire.events import queue_body
 from sidecar.wire.summary import summary
-from sidecar.worktrees.hunks import parse_diff
 
 if TYPE_CHECKING:
     from acp.schema import PromptResponse
@@ -213,14 +212,7 @@ class ExtensionHandlers:
     async def changes(self, request: ChangesParams) -> dict[str, Any]:
         """What a turn changed in the working tree (default: the last), with its diff."""
         found = await self.manager.changes(request.session_id, request.turn)
-        body = changes_body(found, with_diff=True)
-        # Each file's hunks, with the ids a worktree's diff gives the same hunks (a cut
-        # diff has none: its last hunk may be partial).
-        if found.diff and not found.diff_truncated:
-            hunks = {d.path: d.hunks for d in parse_diff(found.diff)}
-            for entry in body["files"]:
-                entry["hunks"] = worktree_bodies.hunk_bodies(hunks.get(entry["path"], ()))
-        return body
+        return changes_body(found, with_diff=True)  # with each file's hunks, ids included
 
     async def output(self, request: OutputParams) -> dict[str, Any]:
         """A page of a command's whole output, as the command printed it (escape sequences

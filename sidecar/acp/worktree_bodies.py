@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from sidecar.worktrees.hunks import FileDiff, Hunk
+from sidecar.wire.changes import hunk_bodies
+from sidecar.worktrees.hunks import FileDiff
 
 
 def file_body(diff: FileDiff) -> dict[str, Any]:
@@ -18,7 +18,3 @@ def file_body(diff: FileDiff) -> dict[str, Any]:
         "deletions": diff.deletions,
         "hunks": hunk_bodies(diff.hunks),
     }
-
-
-def hunk_bodies(hunks: Sequence[Hunk]) -> list[dict[str, Any]]:
-    return [{"id": hunk.id, "header": hunk.header, "lines": list(hunk.lines)} for hunk in hunks]

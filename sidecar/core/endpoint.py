@@ -15,6 +15,7 @@ from sidecar.core.approvals import Pending
 from sidecar.core.events import EventStream
 from sidecar.core.views import SessionView, TerminalSize
 from sidecar.domain.events import Origin
+from sidecar.domain.files import TurnChanges
 from sidecar.domain.records import SessionRecord
 from sidecar.domain.rules import Rule
 from sidecar.domain.transcript import Entry
@@ -54,6 +55,8 @@ class EndpointOwner(Protocol):
         self, session_id: str, rows: int, cols: int, *, generation: int | None = None
     ) -> TerminalSize: ...
 
+    async def changes(self, session_id: str, turn: int | None) -> TurnChanges: ...
+
 
 class SessionEndpoint:
     def __init__(
@@ -81,6 +84,10 @@ class SessionEndpoint:
 
     async def resize(self, rows: int, cols: int) -> TerminalSize:
         return await self._manager.resize(self.session_id, rows, cols, generation=self.generation)
+
+    async def changes(self, turn: int | None) -> TurnChanges:
+        """What a turn changed (None: the last), with its diff and hunks."""
+        return await self._manager.changes(self.session_id, turn)
 
     async def pending(self) -> list[Pending]:
         _, pending = await self._manager.settings.permissions(self.session_id)

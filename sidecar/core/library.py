@@ -8,6 +8,7 @@ store now says, `SessionRuntime.observe`).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import uuid
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from protocol.values import Status
+from sidecar.core import worktree_place
 from sidecar.core.cwd_rules import check_sandboxable
 from sidecar.core.lifecycle import ManagerDeps, SessionLifecycle, existing_dir
 from sidecar.core.queries import SessionQueries
@@ -23,6 +25,7 @@ from sidecar.core.views import SessionView
 from sidecar.domain.errors import CheckpointError, InvalidInput
 from sidecar.domain.events import StateChanged
 from sidecar.domain.records import SessionRecord, now
+from sidecar.domain.worktree_info import WorktreeInfo
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,9 @@ class SessionLibrary:
     ) -> SessionView:
         """A new session (new id, generation 1) with a copy of the transcript so far (of a
         running session, up to its last completed turn), or up to before `before_turn`;
-        with the source's checkpoints when it works in the same directory."""
+        with the source's checkpoints when it works in the same directory. A session in
+        its own worktree forked in place gives the fork a worktree and branch of its own
+        (`worktree_place.make_fork`)."""
         self._lifecycle.refuse_if_shutting_down()
         source = await self.store.get(session_id)
         upto, turns = source.message_count, source.turns
@@ -90,15 +95,31 @@ class SessionLibrary:
             # the first start); one cut at a turn starts the agent afresh.
             agent_session=source.agent_session if before_turn is None else None,
         )
+        # Forked in place from a session in its own worktree: a worktree of its own too,
+        # holding what the source's holds, so neither's edits reach the other.
+        source_tree = WorktreeInfo.from_json(source.worktree) if cwd == source.cwd else None
+        made = None
+        if source_tree is not None:
+            made = await worktree_place.make_fork(
+                source_tree, record.session_id, self._lifecycle.host
+            )
+            await self._lifecycle.known_repos.add(made.repo)
+            record = record.replace(cwd=made.path, worktree=made.to_json())
         async with self._lifecycle.locks.hold(record.session_id):
-            if cwd == source.cwd:
+            if cwd == source.cwd:  # the same files (a forked worktree starts as the source)
                 try:
                     await self._deps.runtime.checkpoints.fork(
-                        session_id, record.session_id, cwd, before_turn
+                        session_id, record.session_id, record.cwd, before_turn
                     )
                 except (CheckpointError, OSError) as exc:
                     log.warning("fork %s: checkpoints not copied: %s", record.session_id, exc)
-            return await self._lifecycle.start(await self.store.fork(session_id, record, upto))
+            try:
+                stored = await self.store.fork(session_id, record, upto)
+            except BaseException:
+                if made is not None:  # nobody's: its branch is new, nothing on it but copies
+                    await asyncio.shield(self._lifecycle.unmake(made, record.session_id))
+                raise
+            return await self._lifecycle.start(stored)
 
     async def archive(self, session_id: str, archived: bool) -> SessionView:
         """Any session, live or not (a live one stays live: archiving only hides it from

@@ -102,6 +102,11 @@ class SessionLifecycle:
         )
         self._trash = Trash()
 
+    @property
+    def host(self) -> str:
+        """This sidecar's host id (`--host-id`): whose disk a worktree made here is on."""
+        return self._leases.host
+
     def _orphaned(self, record: SessionRecord) -> bool:
         """Live-looking, but no process runs it: none of ours, and its lease holder is gone,
         or is this process (whose runtime closed without writing so: the store was away).
@@ -231,11 +236,12 @@ class SessionLifecycle:
                 await self.store.insert(record)
             except BaseException:
                 # Not stored: the worktree is nobody's (its branch is new, nothing on it).
-                await asyncio.shield(self._unmake(info, record.session_id))
+                await asyncio.shield(self.unmake(info, record.session_id))
                 raise
             return await self.start(record)
 
-    async def _unmake(self, info: WorktreeInfo, session_id: str) -> None:
+    async def unmake(self, info: WorktreeInfo, session_id: str) -> None:
+        """A worktree made for a session that was never stored goes, with its branch."""
         try:
             await worktree_place.release(info, session_id, self._leases.host, force=True)
         except InvalidState as exc:  # reported by `_session/worktree/orphans`

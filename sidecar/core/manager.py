@@ -93,6 +93,10 @@ class SessionManager:
         return self._lifecycle.locks
 
     @property
+    def host(self) -> str:
+        return self._lifecycle.host
+
+    @property
     def known_repos(self) -> KnownRepos:
         """The repositories sessions made worktrees in (where orphans are looked for)."""
         return self._lifecycle.known_repos

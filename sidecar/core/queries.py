@@ -8,6 +8,7 @@ only looked up (the lifecycle registers and removes them, `lifecycle.py`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 
 from protocol.values import Status
@@ -25,6 +26,7 @@ from sidecar.domain.files import TurnChanges
 from sidecar.domain.records import SessionRecord, now
 from sidecar.domain.transcript import Entry, from_row
 from sidecar.store.base import ListCursor
+from sidecar.worktrees.hunks import parse_diff
 
 MAX_TURN_PAGE = 1000  # entries in one page of whole turns
 
@@ -171,8 +173,18 @@ class SessionQueries:
         runtime = self.runtime(session_id)
         if runtime is not None:
             idle = not runtime.turns.busy and runtime.status is Status.IDLE
-            return await runtime.checkpoints.changes(turn, idle=idle)
+            return with_hunks(await runtime.checkpoints.changes(turn, idle=idle))
         repo = self._deps.checkpoints.repo(session_id, record.cwd)
         if not repo.exists:
             raise CheckpointError(f"session {session_id} has no checkpoints")
-        return await turn_changes(repo, turn, current=None, with_diff=True)
+        return with_hunks(await turn_changes(repo, turn, current=None, with_diff=True))
+
+
+def with_hunks(changes: TurnChanges) -> TurnChanges:
+    """Each file's hunks, with the ids a worktree's diff gives the same hunks (the
+    review's Accept / Reject name them); none for a cut diff, whose last hunk may be
+    partial."""
+    if not changes.diff or changes.diff_truncated:
+        return changes
+    parsed = {found.path: found.hunks for found in parse_diff(changes.diff)}
+    return dataclasses.replace(changes, hunks=parsed)

@@ -341,6 +341,30 @@ class TurnRunner:
 
         return await asyncio.shield(self._begin(claim, work, None))
 
+    async def hold(self, work: Callable[[], Awaitable[T]]) -> T | None:
+        """`work` (a merge of the session's branch) under the turn lock like a revert: a
+        prompt meanwhile is busy, a queued one waits its end. Once begun it runs to its
+        end -- a cancel meanwhile waits for it -- so the lock is never let go while it
+        still writes (None: cancelled before it began)."""
+
+        async def claim() -> None:
+            started = await self._runtime.transition(Status.RUNNING)
+            self.before_turn = (started.message_count, started.turns)
+
+        async def run() -> T:
+            task = asyncio.ensure_future(work())
+            while True:
+                try:
+                    return await asyncio.shield(task)
+                except asyncio.CancelledError:
+                    if task.done():
+                        raise
+                    current = asyncio.current_task()
+                    if current is not None:
+                        current.uncancel()  # a cancel is the turn's, not the work's
+
+        return await asyncio.shield(self._begin(claim, run, None))
+
     def abort(self) -> bool:
         """Cancel the running turn; True if there was one (or one was starting)."""
         supervisor = self._supervisor

@@ -3,6 +3,7 @@ and the project instruction files (AGENTS.md) a builtin session's prompt holds."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -55,6 +56,16 @@ class Skipped:
     reason: str
 
 
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk of a unified diff, with the id every listing gives it
+    (`sidecar/worktrees/hunks.py` parses and names them)."""
+
+    id: str
+    header: str  # the whole "@@ -a,b +c,d @@ context" line
+    lines: tuple[str, ...]  # each with its leading ' ', '+', '-' or '\\'
+
+
 @dataclass(frozen=True, slots=True)
 class TurnChanges:
     """What one turn changed in the working tree (by any tool), from its checkpoints."""
@@ -65,6 +76,9 @@ class TurnChanges:
     diff: str | None = None  # unified diff (bounded), when asked for
     diff_truncated: bool = False
     skipped: tuple[Skipped, ...] = ()  # left out of the checkpoints (as of the last one)
+    # Each file's hunks, by path, when the diff is whole (a cut one's last hunk may be
+    # partial: then None, as without a diff).
+    hunks: Mapping[str, tuple[Hunk, ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from sidecar.http.errorlog import request_error_logger
 from sidecar.http.sockets import KEEPALIVE_TIMEOUT, MAX_CONNECTIONS, CappedSockSite
 from sidecar.wire import errors as wire_errors
 from sidecar.wire import transcript as wire_transcript
+from sidecar.wire.changes import changes_body
 from sidecar.wire.events import sse_event
 from sidecar.wire.summary import summary
 
@@ -151,6 +152,7 @@ class Listener:
         self.app.router.add_get("/agent/status", self._status, allow_head=False)
         self.app.router.add_post("/agent/abort", self._abort)
         self.app.router.add_get("/agent/messages", self._messages, allow_head=False)
+        self.app.router.add_get("/agent/changes", self._changes, allow_head=False)
         self.app.router.add_get("/agent/events", self._events, allow_head=False)
         self.app.router.add_post("/agent/resize", self._resize)
         self.app.router.add_get("/agent/permissions", self._permissions, allow_head=False)
@@ -311,6 +313,19 @@ class Listener:
         limit = _int_param(request, "limit", 100, 1, _MAX_LIMIT)
         entries, total = await self._target.messages(offset, limit)
         return web.json_response(wire_transcript.page(entries, total))
+
+    async def _changes(self, request: web.Request) -> web.Response:
+        """What a turn changed (default: the last), as `_session/changes` answers: files,
+        the diff, each file's hunks with their ids. A turn the session does not have
+        (yet) is a resource that is not there: 404."""
+        turns = (await self._target.view()).record.turns
+        turn = _int_param(request, "turn", turns, 1, None)
+        if turns == 0:
+            return _error(404, "the session has no turns yet")
+        if turn > turns:
+            return _error(404, f"no turn {turn}: the session has {turns} turn(s)")
+        found = await self._target.changes(turn)
+        return web.json_response(changes_body(found, with_diff=True))
 
     def _sse_frame(self, event: Event) -> bytes:
         name, data = sse_event(event.body, self._target.view_of)

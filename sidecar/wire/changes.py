@@ -1,15 +1,18 @@
 """What a turn changed and what a rewind did, as the wire's JSON (`_session/changes`,
-`_session/turn_changes`, `_session/rewind`, and their HTTP twins)."""
+`_session/turn_changes`, `_session/rewind`, and their HTTP twins: `GET /agent/changes`,
+the SSE `turn_changes`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sidecar.core.views import RewindOutcome
-from sidecar.domain.files import TurnChanges
+from sidecar.domain.files import Hunk, TurnChanges
 
 
 def changes_body(changes: TurnChanges, *, with_diff: bool = False) -> dict[str, Any]:
+    """With the diff, each file also has its hunks (ids included) when the diff is whole."""
     body: dict[str, Any] = {
         "turn": changes.turn,
         "files": [
@@ -27,7 +30,14 @@ def changes_body(changes: TurnChanges, *, with_diff: bool = False) -> dict[str, 
     if with_diff:
         body["diff"] = changes.diff or ""
         body["diffTruncated"] = changes.diff_truncated
+        if changes.hunks is not None:
+            for entry in body["files"]:
+                entry["hunks"] = hunk_bodies(changes.hunks.get(entry["path"], ()))
     return body
+
+
+def hunk_bodies(hunks: Sequence[Hunk]) -> list[dict[str, Any]]:
+    return [{"id": hunk.id, "header": hunk.header, "lines": list(hunk.lines)} for hunk in hunks]
 
 
 def rewind_body(outcome: RewindOutcome) -> dict[str, Any]:

@@ -15,6 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from sidecar.domain.files import Hunk
+
+__all__ = ["FileDiff", "Hunk", "Status", "hunk_id", "parse_diff"]
+
 Status = Literal["added", "modified", "deleted", "renamed", "copied"]
 
 _HUNK_HEADER: Final = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -31,13 +35,6 @@ _ESCAPES: Final = {
     '"': 34,
     "\\": 92,
 }
-
-
-@dataclass(frozen=True)
-class Hunk:
-    id: str
-    header: str  # the whole "@@ -a,b +c,d @@ context" line
-    lines: tuple[str, ...]  # each with its leading ' ', '+', '-' or '\\'
 
 
 @dataclass(frozen=True)

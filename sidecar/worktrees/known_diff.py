@@ -19,13 +19,8 @@ from collections.abc import Iterable
 
 from sidecar.worktrees import git
 from sidecar.worktrees.hunks import FileDiff, parse_diff
-from sidecar.worktrees.manager import (
-    _DIFF_ARGS,
-    Worktree,
-    _admin_dir,
-    _copy_index,
-    _ref,
-)
+from sidecar.worktrees.manager import _DIFF_ARGS, _admin_dir, _copy_index
+from sidecar.worktrees.repository import Worktree, ref
 
 LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 
@@ -33,7 +28,7 @@ LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 async def committed(wt: Worktree, *, with_head: bool) -> tuple[str | None, list[FileDiff]]:
     """(HEAD's commit when asked for, the diff of the commits: base...HEAD, what plain
     `git diff base...branch` shows), in one round of git processes."""
-    diffed = git.run(wt.path, "diff", *_DIFF_ARGS, f"{_ref(wt.base)}...HEAD")
+    diffed = git.run(wt.path, "diff", *_DIFF_ARGS, f"{ref(wt.base)}...HEAD")
     if not with_head:
         return None, parse_diff((await diffed).text)
     head, out = await asyncio.gather(
@@ -48,7 +43,7 @@ async def admin_dir(wt: Worktree) -> str:
 
 
 async def merge_base(wt: Worktree) -> str:
-    return (await git.run(wt.path, "merge-base", _ref(wt.base), "HEAD")).stripped
+    return (await git.run(wt.path, "merge-base", ref(wt.base), "HEAD")).stripped
 
 
 async def dirty_paths(wt: Worktree) -> tuple[str, set[str]]:

@@ -3,9 +3,9 @@ discard, find the ones nobody owns any more, and bring back a deleted directory.
 
 Everything that changes a repository's shared state (its worktree list, its branches,
 its main working tree) runs under one asyncio lock per repository, so five sessions on
-one repository never race each other's git into a lock error. A merge is all or
-nothing: on a conflict or a refusal, the main tree and `base` are put back exactly as
-they were, and it runs shielded, so a cancelled caller cannot stop it halfway.
+one repository never race each other's git into a lock error. Merging is
+`merging.py`'s (all or nothing, never touching what it did not make); its names are
+re-exported here.
 Submodules are not initialized in a new worktree (their directories stay empty); LFS
 files stay pointers (no smudge).
 """
@@ -14,25 +14,53 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
-from sidecar.domain.errors import InvalidInput, InvalidState
+from sidecar.domain.errors import InvalidInput
 from sidecar.worktrees import git
 from sidecar.worktrees.hunks import FileDiff, parse_diff
+from sidecar.worktrees.merging import (
+    MergeConflict,
+    MergeRefused,
+    MergeResult,
+    Strategy,
+    commit_pending,
+    merge,
+)
+from sidecar.worktrees.repository import Worktree, is_branch, ref, repo_lock
 
-Strategy = Literal["merge", "squash", "rebase"]
+__all__ = [
+    "InvalidWorktree",
+    "MergeConflict",
+    "MergeRefused",
+    "MergeResult",
+    "NotARepository",
+    "Strategy",
+    "Unmerged",
+    "Worktree",
+    "WorktreeStatus",
+    "commit_pending",
+    "create",
+    "diff",
+    "discard",
+    "merge",
+    "orphans",
+    "patch",
+    "prune",
+    "recreate",
+    "repo_root",
+    "status",
+    "unmerged",
+]
 
 # In a worktree's private admin directory: what its branch started from, and who made it
 # (a session id: an orphan is a worktree whose owner is gone).
 _BASE_FILE: Final = "acp-base"
 _OWNER_FILE: Final = "acp-owner"
-# Who commits when the user's git names nobody (a fresh machine, user.useConfigOnly).
-_FALLBACK_IDENTITY: Final = ("user.name=acp-session-host", "user.email=sessions@localhost")
 _DIFF_ARGS: Final = (
     "--no-color",
     "--no-ext-diff",
@@ -42,10 +70,6 @@ _DIFF_ARGS: Final = (
     "--src-prefix=a/",
     "--dst-prefix=b/",
 )
-
-_COMMIT_ID: Final = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-
-_locks: dict[str, asyncio.Lock] = {}
 
 
 class NotARepository(InvalidInput, ValueError):
@@ -58,58 +82,11 @@ class InvalidWorktree(InvalidInput, ValueError):
     """A create argument refused; `field` is "branch", "base" or "path"."""
 
 
-class MergeRefused(InvalidState):
-    """Nothing was touched: the main tree is dirty or elsewhere, or git refused."""
-
-    def __init__(self, reason: str, files: Iterable[str] = ()) -> None:
-        self.files = tuple(files)
-        shown = f": {', '.join(self.files)}" if self.files else ""
-        super().__init__(f"merge refused: {reason}{shown}")
-
-
-class MergeConflict(InvalidState):
-    """The merge was aborted; base and the main tree are as they were."""
-
-    def __init__(self, branch: str, base: str, files: Iterable[str]) -> None:
-        self.files = tuple(files)
-        super().__init__(
-            f"merging {branch} into {base} conflicts in {', '.join(self.files) or '(unknown)'}; "
-            "nothing was merged"
-        )
-
-
-@dataclass(frozen=True)
-class Worktree:
-    repo: str  # the main working tree's top directory
-    path: str
-    branch: str
-    base: str  # a branch name, or a full commit id when it started from a commit
-    owner: str = ""  # who made it (`create`'s `owner`), "" when unknown
-
-
 @dataclass(frozen=True)
 class WorktreeStatus:
     ahead: int  # commits on the branch not on base
     behind: int  # commits on base not on the branch
     dirty: bool  # uncommitted changes (untracked files included) in the worktree
-
-
-@dataclass(frozen=True)
-class MergeResult:
-    strategy: Strategy
-    base: str
-    before: str  # base's commit before the merge
-    after: str  # and after it (equal: there was nothing to merge)
-
-
-def _ref(base: str) -> str:
-    """A base as git should read it: a branch by its full ref (never a tag of the same
-    name), a commit id as is."""
-    return base if _COMMIT_ID.fullmatch(base) else f"refs/heads/{base}"
-
-
-def _lock(repo: str) -> asyncio.Lock:
-    return _locks.setdefault(repo, asyncio.Lock())
 
 
 async def repo_root(cwd: str) -> str:
@@ -136,18 +113,34 @@ async def create(
     branch: str | None = None,
     base: str | None = None,
     owner: str = "",
+    start: str | None = None,
+    checkout: bool = True,
 ) -> Worktree:
+    """A new branch (default `acp/<short id>`) in a new worktree at `path`, from `start`
+    (a commit; default: `base`, itself by default the repository's current branch).
+    `checkout=False`: the directory is left empty and the index too, for the caller to
+    fill (a fork's files)."""
     root = await repo_root(cwd)
     branch = branch if branch is not None else f"acp/{session_short_id}"
     target = _absolute(cwd, path)
-    async with _lock(root):
+    async with repo_lock(root):
         await _check_branch(root, branch)
         base = await _resolve_base(root, base)
         if _exists(target):
             raise InvalidWorktree("path", f"{target} already exists")
+        no_checkout = [] if checkout else ["--no-checkout"]
         try:
             await git.run(
-                root, "worktree", "add", "--quiet", "--no-track", "-b", branch, target, _ref(base)
+                root,
+                "worktree",
+                "add",
+                "--quiet",
+                "--no-track",
+                *no_checkout,
+                "-b",
+                branch,
+                target,
+                start or ref(base),
             )
         except git.GitError as exc:
             raise InvalidWorktree("path", f"cannot create a worktree at {target}: {exc}") from exc
@@ -163,12 +156,38 @@ async def status(wt: Worktree) -> WorktreeStatus:
             "rev-list",
             "--left-right",
             "--count",
-            f"{_ref(wt.base)}...refs/heads/{wt.branch}",
+            f"{ref(wt.base)}...refs/heads/{wt.branch}",
         ),
         git.run(wt.path, "status", "--porcelain=v1", "-z"),
     )
     behind, ahead = (int(n) for n in counts.stripped.split())
     return WorktreeStatus(ahead=ahead, behind=behind, dirty=bool(dirty.out))
+
+
+@dataclass(frozen=True)
+class Unmerged:
+    """What removing a worktree and its branch would lose."""
+
+    commits: int  # on the branch, not on its base
+    uncommitted: bool  # changes in its directory not committed (untracked files too)
+
+
+async def unmerged(wt: Worktree) -> Unmerged:
+    """Judged from the repository -- the branch against its base -- so a directory removed
+    by hand hides no commit; uncommitted changes only where the directory still is (with
+    it went whatever was not committed). GitError when git cannot tell (the base gone,
+    the repository unreadable)."""
+    commits = 0
+    if await is_branch(wt.repo, wt.branch):
+        counted = await git.run(
+            wt.repo, "rev-list", "--count", f"{ref(wt.base)}..refs/heads/{wt.branch}"
+        )
+        commits = int(counted.stripped)
+    uncommitted = False
+    if _is_dir(wt.path):
+        out = await git.run(wt.path, "status", "--porcelain=v1", "-z")
+        uncommitted = bool(out.out)
+    return Unmerged(commits, uncommitted)
 
 
 async def diff(
@@ -182,7 +201,7 @@ async def diff(
     if limit < 1:
         raise InvalidInput("limit", "must be 1 or more")
     merge_base = (
-        await git.run(wt.path, "merge-base", _ref(wt.base), f"refs/heads/{wt.branch}")
+        await git.run(wt.path, "merge-base", ref(wt.base), f"refs/heads/{wt.branch}")
     ).stripped
     # The working tree against the merge-base (committed and uncommitted work of tracked
     # files, one pass, the worktree's index only read) beside the list of untracked
@@ -210,44 +229,31 @@ def _chunks(paths: list[str], size: int = 500) -> list[list[str]]:
     return [paths[i : i + size] for i in range(0, len(paths), size)]
 
 
-async def commit_pending(wt: Worktree, message: str) -> bool:
-    """Commit everything uncommitted in the worktree onto its branch; False if nothing."""
-    await git.run(wt.path, "add", "-A")
-    staged = await git.run(wt.path, "diff", "--cached", "--quiet", ok=(0, 1))
-    if staged.code == 0:
-        return False
-    identity = await _identity(wt.path)
-    await git.run(wt.path, "commit", "--quiet", "--no-verify", "-m", message, config=identity)
-    return True
-
-
-async def merge(wt: Worktree, strategy: Strategy, message: str | None = None) -> MergeResult:
-    """Merge the branch into base in the main working tree (see the module's doc)."""
-    if strategy not in ("merge", "squash", "rebase"):
-        raise InvalidInput("strategy", f"unknown merge strategy {strategy!r}")
-    task = asyncio.ensure_future(_merge_locked(wt, strategy, message))
-    task.add_done_callback(_retrieve)
-    return await asyncio.shield(task)
-
-
 async def discard(wt: Worktree) -> None:
     """Remove the worktree's directory and registration, and delete its branch."""
-    async with _lock(wt.repo):
+    async with repo_lock(wt.repo):
         await _remove_worktree(wt.repo, wt.path)
-        if await _is_branch(wt.repo, wt.branch):
+        if await is_branch(wt.repo, wt.branch):
             await git.run(wt.repo, "branch", "-D", "--quiet", wt.branch)
 
 
 async def patch(wt: Worktree, directory: str | None = None) -> list[str] | str:
     """The branch's commits since base as a patch series: files written into `directory`
-    (their paths, in order), or the series as one mbox text. Uncommitted work is not in
-    it: `commit_pending` first to include it."""
-    span = f"{_ref(wt.base)}..refs/heads/{wt.branch}"
+    (made if need be; their paths, in order), or the series as one mbox text. Uncommitted
+    work is not in it: `commit_pending` first to include it. Asked of the repository, so
+    a worktree directory removed by hand still has its series."""
+    span = f"{ref(wt.base)}..refs/heads/{wt.branch}"
     if directory is None:
-        out = await git.run(wt.path, "format-patch", "--stdout", "--no-color", span)
+        out = await git.run(wt.repo, "format-patch", "--stdout", "--no-color", span)
         return out.text
     target = _absolute(os.getcwd(), directory)
-    out = await git.run(wt.path, "format-patch", "--no-color", "-o", target, span)
+    try:
+        await asyncio.to_thread(os.makedirs, target, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(
+            "directory", f"cannot write patches into {target}: {exc.strerror or exc}"
+        ) from None
+    out = await git.run(wt.repo, "format-patch", "--no-color", "-o", target, span)
     return [line for line in out.text.splitlines() if line]
 
 
@@ -263,7 +269,7 @@ async def orphans(
     known = {_real(p) for p in known_paths}
     found: list[Worktree] = []
     for root in roots:
-        async with _lock(root):  # no create of ours is halfway while we look
+        async with repo_lock(root):  # no create of ours is halfway while we look
             here = await _unknown_worktrees(root, known, top)
             if prune:
                 for wt in here:
@@ -275,112 +281,18 @@ async def orphans(
 async def prune(found: Iterable[Worktree]) -> None:
     """Remove these worktrees (directory and registration; their branches are kept)."""
     for wt in found:
-        async with _lock(wt.repo):
+        async with repo_lock(wt.repo):
             await _remove_worktree(wt.repo, wt.path)
 
 
 async def recreate(wt: Worktree) -> None:
     """Bring back a worktree whose directory was deleted by hand, on its branch."""
-    async with _lock(wt.repo):
+    async with repo_lock(wt.repo):
         if _exists(wt.path):
             raise InvalidWorktree("path", f"{wt.path} exists: nothing to recreate")
         await git.run(wt.repo, "worktree", "prune")
         await git.run(wt.repo, "worktree", "add", "--quiet", wt.path, wt.branch)
         await _write_base(wt)
-
-
-# -- merging -------------------------------------------------------------------------
-
-
-async def _merge_locked(wt: Worktree, strategy: Strategy, message: str | None) -> MergeResult:
-    async with _lock(wt.repo):
-        await _check_main_tree(wt)
-        await commit_pending(wt, message or f"Session work on {wt.branch}")
-        before = await _head(wt.repo)
-        identity = await _identity(wt.repo)
-        if strategy == "merge":
-            text = message or f"Merge branch '{wt.branch}' into {wt.base}"
-            await _merge_or_undo(
-                wt,
-                before,
-                ["merge", "--no-ff", "--no-edit", "-m", text, f"refs/heads/{wt.branch}"],
-                identity,
-            )
-        elif strategy == "squash":
-            await _merge_or_undo(
-                wt, before, ["merge", "--squash", f"refs/heads/{wt.branch}"], identity
-            )
-            staged = await git.run(wt.repo, "diff", "--cached", "--quiet", ok=(0, 1))
-            if staged.code == 1:
-                text = message or f"Squashed branch '{wt.branch}' into {wt.base}"
-                try:
-                    await git.run(
-                        wt.repo, "commit", "--quiet", "--no-verify", "-m", text, config=identity
-                    )
-                except git.GitError as exc:  # a signing failure, say: nothing stays staged
-                    await _restore(wt.repo, before)
-                    raise MergeRefused(exc.stderr or str(exc)) from exc
-        else:
-            await _rebase_or_undo(wt, identity)
-            await _merge_or_undo(
-                wt, before, ["merge", "--ff-only", f"refs/heads/{wt.branch}"], identity
-            )
-        return MergeResult(strategy, wt.base, before, await _head(wt.repo))
-
-
-async def _check_main_tree(wt: Worktree) -> None:
-    on = await git.run(wt.repo, "symbolic-ref", "--quiet", "HEAD", ok=(0, 1))
-    if not await _is_branch(wt.repo, wt.base):
-        raise MergeRefused(f"base {wt.base} is a commit, not a branch to merge into")
-    if on.stripped != f"refs/heads/{wt.base}":
-        current = on.stripped.removeprefix("refs/heads/") or "a detached HEAD"
-        raise MergeRefused(f"the main working tree {wt.repo} is on {current}, not on {wt.base}")
-    dirty = await _changed_files(wt.repo)
-    if dirty:
-        raise MergeRefused(f"the main working tree {wt.repo} has uncommitted changes", dirty)
-
-
-async def _merge_or_undo(wt: Worktree, before: str, args: list[str], identity: list[str]) -> None:
-    """Run a merge in the main tree; on failure put it back at `before` and say why."""
-    try:
-        await git.run(wt.repo, *args, config=identity)
-    except git.GitError as exc:
-        conflicted = await _unmerged(wt.repo)
-        await _restore(wt.repo, before)
-        if conflicted:
-            raise MergeConflict(wt.branch, wt.base, conflicted) from exc
-        raise MergeRefused(exc.stderr or str(exc)) from exc
-
-
-async def _rebase_or_undo(wt: Worktree, identity: list[str]) -> None:
-    """Rebase the branch onto base in the worktree; on a conflict abort (the branch is as
-    it was, base never moved)."""
-    try:
-        await git.run(
-            wt.path, "rebase", "--quiet", "--no-autostash", _ref(wt.base), config=identity
-        )
-    except git.GitError as exc:
-        conflicted = await _unmerged(wt.path)
-        await git.run(wt.path, "rebase", "--abort", ok=(0, 1, 128))
-        if conflicted:
-            raise MergeConflict(wt.branch, wt.base, conflicted) from exc
-        raise MergeRefused(exc.stderr or str(exc)) from exc
-
-
-async def _restore(repo: str, before: str) -> None:
-    """Undo a failed merge: abort it, and if anything is left (a squash has no merge to
-    abort), reset the tracked files to `before` (the tree was clean before we began)."""
-    merging = await git.run(repo, "rev-parse", "-q", "--verify", "MERGE_HEAD", ok=(0, 1))
-    if merging.code == 0:
-        await git.run(repo, "merge", "--abort", ok=(0, 1, 128))
-    if await _head(repo) != before or await _changed_files(repo) or await _unmerged(repo):
-        await git.run(repo, "reset", "--hard", "--quiet", before)
-
-
-def _retrieve(task: asyncio.Future[MergeResult]) -> None:
-    """A shielded merge whose caller was cancelled still ends; its error is not lost."""
-    if not task.cancelled():
-        task.exception()
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -392,7 +304,7 @@ async def _check_branch(root: str, branch: str) -> None:
     checked = await git.run(root, "check-ref-format", "--branch", branch, ok=(0, 1, 128))
     if checked.code != 0 or checked.stripped != branch:
         raise InvalidWorktree("branch", f"{branch!r} is not a valid branch name")
-    if await _is_branch(root, branch):
+    if await is_branch(root, branch):
         raise InvalidWorktree("branch", f"branch {branch} already exists")
 
 
@@ -400,12 +312,12 @@ async def _resolve_base(root: str, base: str | None) -> str:
     """A branch name stays a name (merges go into it); anything else becomes a commit."""
     if base is None:
         on = await git.run(root, "symbolic-ref", "--quiet", "--short", "HEAD", ok=(0, 1))
-        if on.code == 0 and await _is_branch(root, on.stripped):
+        if on.code == 0 and await is_branch(root, on.stripped):
             return on.stripped
         base = "HEAD"
     if not base or base.startswith("-"):
         raise InvalidWorktree("base", f"{base!r} is not a branch or commit")
-    if await _is_branch(root, base):
+    if await is_branch(root, base):
         return base
     found = await git.run(
         root,
@@ -419,46 +331,6 @@ async def _resolve_base(root: str, base: str | None) -> str:
     if found.code != 0:
         raise InvalidWorktree("base", f"{base!r} does not name a commit in {root}")
     return found.stripped
-
-
-async def _is_branch(root: str, name: str) -> bool:
-    shown = await git.run(root, "show-ref", "--verify", "--quiet", f"refs/heads/{name}", ok=(0, 1))
-    return shown.code == 0
-
-
-async def _head(repo: str) -> str:
-    return (await git.run(repo, "rev-parse", "--verify", "HEAD")).stripped
-
-
-async def _changed_files(repo: str) -> list[str]:
-    """Tracked files with uncommitted changes (untracked ones do not stop a merge: git
-    refuses by itself to overwrite one, before touching anything)."""
-    out = await git.run(repo, "status", "--porcelain=v1", "-z", "--untracked-files=no")
-    entries = out.text.split("\0")
-    files: list[str] = []
-    i = 0
-    while i < len(entries):
-        entry = entries[i]
-        if entry:
-            files.append(entry[3:])
-            if entry[0] in "RC":
-                i += 1  # a rename's second record is its old path
-        i += 1
-    return files
-
-
-async def _unmerged(repo: str) -> list[str]:
-    out = await git.run(repo, "diff", "--name-only", "--diff-filter=U", "-z", ok=(0, 1, 128))
-    return sorted({name for name in out.text.split("\0") if name})
-
-
-async def _identity(cwd: str) -> list[str]:
-    """Extra `-c` settings naming a committer, only when the user's git names none."""
-    author, committer = await asyncio.gather(
-        git.run(cwd, "var", "GIT_AUTHOR_IDENT", ok=(0, 1, 128)),
-        git.run(cwd, "var", "GIT_COMMITTER_IDENT", ok=(0, 1, 128)),
-    )
-    return [] if author.code == 0 and committer.code == 0 else list(_FALLBACK_IDENTITY)
 
 
 async def _unknown_worktrees(root: str, known: set[str], top: str) -> list[Worktree]:

@@ -87,6 +87,23 @@ test("a refused merge lists the files its message names", () => {
   assert.match(store.mergeQuestion("squash", "acp/1", "main"), /^Squash-merge acp\/1 into main\?/);
 });
 
+test("the file's Accept and Reject act on the open hunks only: an accepted hunk is never reverted", () => {
+  const state = store.createState();
+  const hunks = [{ id: "h1" }, { id: "h2" }, { id: "h3" }];
+  assert.deepEqual(store.openHunks(state, "s", 2, "f.txt", hunks), ["h1", "h2", "h3"]);
+  let label = store.fileRejectLabel(store.fileReview(state, "s", 2, "f.txt", hunks), "f.txt", 2);
+  assert.equal(label.text, "Reject file");
+  assert.match(label.hint, /except hunks you accept first/);
+  store.reviewed(state, "s", 2, "f.txt", ["h2"], "accepted");
+  assert.deepEqual(store.openHunks(state, "s", 2, "f.txt", hunks), ["h1", "h3"]);
+  label = store.fileRejectLabel(store.fileReview(state, "s", 2, "f.txt", hunks), "f.txt", 2);
+  assert.equal(label.text, "Reject the rest");
+  assert.match(label.hint, /Revert the 2 hunks of f\.txt not accepted \(the 1 kept stay\)/);
+  store.reviewed(state, "s", 2, "f.txt", ["h3"], "rejected");
+  assert.deepEqual(store.openHunks(state, "s", 2, "f.txt", hunks), ["h1"]);
+  assert.deepEqual(store.openHunks(state, "s", 3, "f.txt", hunks), ["h1", "h2", "h3"]); // another turn
+});
+
 test("review marks: accepted and rejected per hunk, forgotten when a revert is undone", () => {
   const state = store.createState();
   const hunks = [{ id: "h1" }, { id: "h2" }, { id: "h3" }];
