@@ -165,6 +165,25 @@ class TurnOwner(RecordWriter, Protocol):
     async def refresh_worktree(self) -> None: ...
 
 
+def _to_the_end(work: Callable[[], Awaitable[T]]) -> Callable[[], Coroutine[Any, Any, T]]:
+    """`work` that, once begun, runs to its end: a cancel meanwhile (the turn's abort)
+    waits for it, so the turn lock is never let go while it still writes."""
+
+    async def run() -> T:
+        task = asyncio.ensure_future(work())
+        while True:
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    raise
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()  # a cancel is the turn's, not the work's
+
+    return run
+
+
 class TurnRunner:
     """Runs one runtime's turns with its engine; implements the engine's `TurnHost`."""
 
@@ -286,15 +305,11 @@ class TurnRunner:
                 "nothing here to compact",
             )
 
-        async def claim() -> None:
-            started = await self._runtime.transition(Status.RUNNING)
-            self.before_turn = (started.message_count, started.turns)
-
         async def work() -> CompactionOutcome:
             return await compaction.compact(self, await self._ensure_context(), keep_turns)
 
         cancelled = CompactionOutcome(compacted=False, cancelled=True)
-        return await asyncio.shield(self._begin(claim, work, cancelled))
+        return await asyncio.shield(self._begin(self._claim_running, work, cancelled))
 
     async def rewind(
         self, turn: int | None, scope: RewindScope, *, force: bool, dry_run: bool
@@ -308,20 +323,13 @@ class TurnRunner:
                 "which cannot be rewound: only scope 'code' can be",
             )
 
-        async def claim() -> None:
-            started = await self._runtime.transition(Status.RUNNING)
-            self.before_turn = (started.message_count, started.turns)
-
-        async def work() -> RewindOutcome:
-            # Not cancellable half way: the restore is journaled, but a rewind asked for is
-            # a rewind done.
-            task = asyncio.ensure_future(
-                rewind_steps.rewind(self, turn, scope, force=force, dry_run=dry_run)
-            )
-            return await asyncio.shield(task)
-
+        # Not cancellable half way: the restore is journaled, but a rewind asked for is a
+        # rewind done, and the turn lock is held until it is.
+        work = _to_the_end(
+            lambda: rewind_steps.rewind(self, turn, scope, force=force, dry_run=dry_run)
+        )
         cancelled = RewindOutcome(scope, turn, None, None, dry_run, cancelled=True)
-        return await asyncio.shield(self._begin(claim, work, cancelled))
+        return await asyncio.shield(self._begin(self._claim_running, work, cancelled))
 
     async def revert(
         self, turn: int, path: str, hunks: tuple[str, ...], *, force: bool
@@ -329,17 +337,11 @@ class TurnRunner:
         """`_session/revert`, under the turn lock like a rewind (None: cancelled before it
         began; once begun it is done, the restore being journaled)."""
 
-        async def claim() -> None:
-            started = await self._runtime.transition(Status.RUNNING)
-            self.before_turn = (started.message_count, started.turns)
-
-        async def work() -> HunkRevert | None:
-            checkpoints = self._runtime.checkpoints
-            turns = self._runtime.record.turns
-            task = asyncio.ensure_future(checkpoints.revert(turn, turns, path, hunks, force=force))
-            return await asyncio.shield(task)
-
-        return await asyncio.shield(self._begin(claim, work, None))
+        checkpoints = self._runtime.checkpoints
+        work = _to_the_end(
+            lambda: checkpoints.revert(turn, self._runtime.record.turns, path, hunks, force=force)
+        )
+        return await asyncio.shield(self._begin(self._claim_running, work, None))
 
     async def hold(self, work: Callable[[], Awaitable[T]]) -> T | None:
         """`work` (a merge of the session's branch) under the turn lock like a revert: a
@@ -347,23 +349,13 @@ class TurnRunner:
         end -- a cancel meanwhile waits for it -- so the lock is never let go while it
         still writes (None: cancelled before it began)."""
 
-        async def claim() -> None:
-            started = await self._runtime.transition(Status.RUNNING)
-            self.before_turn = (started.message_count, started.turns)
+        return await asyncio.shield(self._begin(self._claim_running, _to_the_end(work), None))
 
-        async def run() -> T:
-            task = asyncio.ensure_future(work())
-            while True:
-                try:
-                    return await asyncio.shield(task)
-                except asyncio.CancelledError:
-                    if task.done():
-                        raise
-                    current = asyncio.current_task()
-                    if current is not None:
-                        current.uncancel()  # a cancel is the turn's, not the work's
-
-        return await asyncio.shield(self._begin(claim, run, None))
+    async def _claim_running(self) -> None:
+        """The first write of work under the turn lock that is not a turn (a compaction,
+        rewind, revert, merge): the session runs."""
+        started = await self._runtime.transition(Status.RUNNING)
+        self.before_turn = (started.message_count, started.turns)
 
     def abort(self) -> bool:
         """Cancel the running turn; True if there was one (or one was starting)."""
