@@ -1,9 +1,10 @@
 """Windows inside one `webview.start()`: open, rebuild, close, and push events into pages.
 
 pywebview can run its GUI loop once per process (a second `webview.start()` crashes),
-so "rebuild the UI" never restarts anything: it creates a fresh window from a worker
-thread while the loop runs, waits for its page to load, and only then destroys the old
-one, so there is never a moment with zero windows (which would quit the app).
+so "rebuild the UI" never restarts anything: it loads the page again in the same window
+(a fresh document and script state, its js_api injected again by pywebview once it has
+loaded), which rebuilds itself from the sidecar. The window -- its WebEngine view, size
+and place -- stays: a new one cost ~0.3 s more and changed nothing the user sees.
 
 Sidecar notifications reach a page through a `PagePusher`: a queue and a thread per
 page that batches whatever arrived and hands it to `window.app.onPush([...])`. The
@@ -100,6 +101,17 @@ class PagePusher:
             return True
         return False
 
+    def detach(self) -> None:
+        """The page is being loaded again: nothing is queued for it until the new document
+        attaches (`page_ready`), and what was queued is dropped (the new document fetches
+        everything after attaching, so it misses nothing)."""
+        self._attached.clear()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                if self._queue.get_nowait() is None:  # stopped meanwhile: keep it stopped
+                    self._queue.put(None)
+                    return
+
     def stop(self) -> None:
         self._stopped.set()
         self._queue.put(None)
@@ -161,22 +173,17 @@ class WindowManager:
 
     def open_first(self) -> webview.Window:
         """The window `webview.start()` will show (call on the main thread, before start)."""
-        return self._open(None).window
+        return self._open().window
 
-    def _open(self, geometry: tuple[int, int, int, int] | None) -> Page:
+    def _open(self) -> Page:
         page_id = f"page{next(self._ids)}"
         width, height = self._size
-        x = y = None
-        if geometry is not None:
-            x, y, width, height = geometry
         window = webview.create_window(
             self._title,
             html=ui_page.page(),  # one document: no request to pywebview's server
             js_api=self._api_factory(page_id),
             width=width,
             height=height,
-            x=x,
-            y=y,
             min_size=(760, 480),
             background_color="#F6F7F9",
             text_select=True,
@@ -201,52 +208,25 @@ class WindowManager:
                 self._current = next(iter(self._pages.values()), None)
 
     def rebuild(self) -> None:
-        """Replace the window with a fresh one and a fresh page; sessions are untouched.
+        """Load the page again in the same window; sessions are untouched.
 
-        Runs on a worker thread (pywebview creates windows at runtime only from one).
+        Runs on a worker thread (it waits for the load). What the old document was sent
+        and had not handled is dropped with it: the new one asks the sidecar for
+        everything once it is ready for pushes.
         """
         with self._rebuild_lock:
             with self._lock:
-                old = self._current
-            if old is None:
+                page = self._current
+            if page is None:
                 return
             started = time.monotonic()
-            self.gui.call(_keep_running_without_windows)
-            new = self._open(self._geometry(old.window))
-            if not new.window.events.loaded.wait(PAGE_LOAD_TIMEOUT):
-                # Keep the page that works rather than swap it for a blank one.
-                log.error(
-                    "the new window did not load in %.0f s; keeping the old", PAGE_LOAD_TIMEOUT
-                )
-                self._forget(new)  # the old page becomes current again
-                new.window.destroy()
+            page.pusher.detach()
+            page.window.load_html(ui_page.page())
+            if not page.window.events.loaded.wait(PAGE_LOAD_TIMEOUT):
+                log.error("the page did not load again in %.0f s", PAGE_LOAD_TIMEOUT)
                 return
-            self._forget(old)
-            old.window.destroy()
             self.rebuilds += 1
-            log.info(
-                "UI rebuilt: %s -> %s in %.2f s",
-                old.page_id,
-                new.page_id,
-                time.monotonic() - started,
-            )
-
-    def _geometry(self, window: webview.Window) -> tuple[int, int, int, int] | None:
-        """Where the old window is (frame included, as `move` expects), so the new one
-        opens in the same place and size instead of jumping to the screen's centre."""
-        native = window.native
-        if native is None:
-            return None
-
-        def read() -> tuple[int, int, int, int]:
-            frame = native.frameGeometry()
-            return frame.x(), frame.y(), native.width(), native.height()
-
-        try:
-            return self.gui.call(read)
-        except (RuntimeError, TimeoutError):  # a window mid-teardown: default place
-            log.debug("could not read the old window's geometry", exc_info=True)
-            return None
+            log.info("UI rebuilt: %s in %.2f s", page.page_id, time.monotonic() - started)
 
     def close_all(self) -> None:
         """Close every window, as a user closing the last one would: the app quits."""
@@ -338,11 +318,6 @@ class WindowManager:
             pages = list(self._pages.values())
         for page in pages:
             page.pusher.stop()
-
-
-def _keep_running_without_windows() -> None:
-    # Belt and braces: Qt must not quit if, for a moment, no window is visible.
-    QApplication.setQuitOnLastWindowClosed(False)
 
 
 def _delete_pages_then_profiles() -> None:

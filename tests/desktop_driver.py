@@ -183,11 +183,16 @@ class Page:
         return session_id
 
     def rebuild(self, trigger: str) -> float:
-        old = self.app.windows.current
+        """Rebuild UI (the page loaded again in the same window): until the new document is
+        ready."""
+        self.js("window.__before_rebuild = true")
         started = time.monotonic()
         self.js(trigger)
         deadline = time.monotonic() + WAIT
-        while self.app.windows.current is old or not old.events.closed.is_set():
+        while True:
+            with contextlib.suppress(Exception):  # mid-load: no document to ask
+                if self.js("window.__before_rebuild === undefined"):
+                    break
             if time.monotonic() > deadline:
                 raise TimeoutError("the UI was not rebuilt")
             time.sleep(0.05)
@@ -379,6 +384,7 @@ def rebuild(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     access = page.host(Method.HTTP, {"sessionId": sid})  # the summary carries no token
     before = page.snapshot(sid)
     old = page.app.windows.current
+    rebuilds = page.app.windows.rebuilds
     seconds = page.rebuild(f"{page.el('rebuild-ui')}.click()")
     page.select(sid)
     after = page.snapshot(sid)
@@ -397,7 +403,8 @@ def rebuild(page: Page, args: argparse.Namespace) -> dict[str, Any]:
             "status": http["body"]["status"],
         },
         "rebuild_seconds": seconds,
-        "old_window_closed": old.events.closed.is_set(),
+        "same_window": page.app.windows.current is old and not old.events.closed.is_set(),
+        "rebuilt": page.app.windows.rebuilds - rebuilds,
         "windows_open": len(webview.windows),
         "new_page_transcript": page.text("transcript"),
     }

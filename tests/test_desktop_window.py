@@ -159,7 +159,7 @@ def test_create_a_session_send_a_prompt_and_see_the_answer(tmp_path: Path) -> No
 def test_rebuild_ui_mid_turn_keeps_sessions_runtimes_and_the_answer(tmp_path: Path) -> None:
     r = run_driver("rebuild", tmp_path)
     sid = r["session_id"]
-    assert r["old_window_closed"] and r["windows_open"] == 1
+    assert r["same_window"] and r["rebuilt"] == 1 and r["windows_open"] == 1
     before, after = r["page_before"], r["page_after"]
     assert before["ids"] == after["ids"] == [sid]
     assert before["status"] == after["status"] == "running"  # the turn outlived the page
