@@ -236,13 +236,12 @@ def _targets(
             if value <= WINDOW_X
             else f"The app's own page load at start (page starts loading → list painted) is "
             f"{fmt(marks['list_ms'] - marks['page_ms'])} ms, the bare page's {fmt(load)} ms; "
-            f"{_empty_rebuild(runs, p50)}a rebuild pays a new window (a new WebEngine view), "
-            "the app page's load (one inlined document of ~290 KB: its scripts parsed and run), "
-            "pywebview's bridge injected only once the page has loaded, then `page_ready` and "
-            "the list's first page over the bridge, then the sidebar's render. The bare page is "
-            "a list and nothing else, in a window that already exists. What would close it: "
-            "reloading the page in the same window instead of opening a new one, and a smaller "
-            "first script (the views the first paint does not need loaded after it).",
+            f"{_empty_rebuild(runs, p50)}a rebuild loads the app's page again in the same "
+            "window (one inlined document of ~290 KB: its scripts parsed and run), waits for "
+            "pywebview to inject its bridge once the page has loaded, then asks `page_ready` "
+            "and the list's first page over the bridge and draws the sidebar; the bare page is "
+            "a list and nothing else. What would close the rest: a smaller first script (the "
+            "views the first paint does not need loaded after it).",
         )
     )
 
