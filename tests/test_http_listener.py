@@ -620,3 +620,25 @@ def test_openapi_session_summary_matches_the_model() -> None:
     example = FakeTarget().summary()
     root = {"$ref": "#/components/schemas/SessionSummary", "components": doc["components"]}
     jsonschema.Draft202012Validator(root).validate(example)
+
+
+async def test_a_request_the_http_parser_refuses_is_answered_in_json(listener: Listener) -> None:
+    """A request line over aiohttp's limit never reaches a route or a middleware: its 400
+    is still the listener's JSON error, and the listener serves the next client."""
+    port = listener.url.rsplit(":", 1)[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(port))
+    try:
+        line = f"GET /agent/events?lastEventId={'9' * 9000} HTTP/1.1\r\n"
+        writer.write(
+            f"{line}Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+        )
+        await writer.drain()
+        head, _, body = (await asyncio.wait_for(reader.read(), 10)).partition(b"\r\n\r\n")
+    finally:
+        writer.close()
+    assert head.split(b" ", 2)[1] == b"400"  # HTTP/1.0: the request line was never read
+    assert b"content-type: application/json" in head.lower()
+    assert json.loads(body) == {"error": "bad request: the request could not be read"}
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{listener.url}/agent/status", headers=AUTH) as response:
+            assert response.status == 200

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from http import HTTPStatus
 from typing import Final
 
 from aiohttp import web
@@ -27,6 +28,32 @@ class _Refuse(asyncio.Protocol):
             b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
         )
         transport.close()
+
+
+class _JsonErrors(web.RequestHandler):
+    """aiohttp's handler for one connection, answering in JSON what its HTTP parser refuses
+    (a request line or header over its limits, broken framing): those requests never reach
+    a route or a middleware, and aiohttp's own answer is text/plain, where every other
+    error of the listener is `{"error": "..."}`."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        super().handle_error(request, status, exc, message)  # logs; refuses if already sent
+        try:
+            phrase = HTTPStatus(status).phrase.lower()
+        except ValueError:
+            phrase = str(status)
+        what = "the request could not be read" if status < 500 else "the request failed"
+        response = web.json_response({"error": f"{phrase}: {what}"}, status=status)
+        response.force_close()
+        return response
 
 
 class _Tracked(asyncio.Protocol):
@@ -110,7 +137,9 @@ class CappedSockSite(web.SockSite):
         def factory() -> asyncio.BaseProtocol:
             if len(self._open) >= self._cap and not self._make_room():
                 return _Refuse()
-            tracked = _Tracked(server(), self)
+            handler = server()
+            handler.__class__ = _JsonErrors  # the same object, its errors in JSON
+            tracked = _Tracked(handler, self)
             self._open[tracked] = None
             return tracked
 
