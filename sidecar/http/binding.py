@@ -54,3 +54,13 @@ def bind_loopback(session_id: str) -> socket.socket | None:
                 f"no file descriptors or ports left ({exc.strerror})"
             ) from exc
         raise
+
+
+def bind_listener(session_id: str, token: str, max_body: int) -> socket.socket | None:
+    """A listener's socket once its settings are checked (`bind_loopback`'s None where
+    binding is not allowed)."""
+    if not token:
+        raise ValueError("token must not be empty")
+    if max_body < 1:
+        raise ValueError("max_body must be at least 1")
+    return bind_loopback(session_id)

@@ -20,7 +20,7 @@ import logging
 import socket
 from typing import TYPE_CHECKING
 
-from sidecar.http.binding import bind_loopback
+from sidecar.http.binding import bind_listener
 from sidecar.preload import Preload
 
 if TYPE_CHECKING:  # the light half imports this module: no core, no aiohttp
@@ -94,11 +94,7 @@ async def open_listener(
     target: SessionEndpoint, token: str, *, max_body: int = 1024 * 1024
 ) -> DeferredListener | None:
     """Serve `target` on 127.0.0.1:<free port> (soon), or None where binding is not allowed."""
-    if not token:
-        raise ValueError("token must not be empty")
-    if max_body < 1:
-        raise ValueError("max_body must be at least 1")
-    sock = bind_loopback(target.session_id)
+    sock = bind_listener(target.session_id, token, max_body)
     if sock is None:
         return None
     return DeferredListener(target, token, sock, max_body)

@@ -33,7 +33,7 @@ from sidecar.core.events import Event, Subscription
 from sidecar.domain import errors
 from sidecar.domain.permissions import Choice
 from sidecar.domain.records import iso
-from sidecar.http.binding import bind_loopback
+from sidecar.http.binding import bind_listener
 from sidecar.http.errorlog import request_error_logger
 from sidecar.http.sockets import KEEPALIVE_TIMEOUT, MAX_CONNECTIONS, CappedSockSite
 from sidecar.wire import errors as wire_errors
@@ -402,11 +402,7 @@ async def start_listener(
     target: SessionEndpoint, token: str, *, max_body: int = 1024 * 1024
 ) -> Listener | None:
     """Serve `target` on 127.0.0.1:<free port>, or None where binding is not allowed."""
-    if not token:
-        raise ValueError("token must not be empty")
-    if max_body < 1:
-        raise ValueError("max_body must be at least 1")
-    sock = bind_loopback(target.session_id)
+    sock = bind_listener(target.session_id, token, max_body)
     if sock is None:
         return None
     try:
