@@ -176,5 +176,8 @@ def next_rewind_number(ordered: list[Step]) -> int:
     return 1 + max((s.key[2] for s in ordered if s.is_rewind), default=0)
 
 
-def restore_plan(plan: RewindPlan, target: str, turns: int, number: int) -> RestorePlan:
-    return RestorePlan(target, plan.restore, plan.delete, rewind_ref(turns, number))
+def restore_plan(
+    plan: RewindPlan, target: str, turns: int, number: int, before: str
+) -> RestorePlan:
+    """`before`: the tree now (what the restore changes, recorded as `<ref>/before`)."""
+    return RestorePlan(target, plan.restore, plan.delete, rewind_ref(turns, number), before)

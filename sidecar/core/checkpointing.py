@@ -204,7 +204,7 @@ class TurnCheckpoints:
         if dry_run:
             return CodeRewind(plan.restore, plan.delete, plan.conflicts, None)
         number = next_rewind_number(ordered)
-        restore = restore_plan(plan, target, turns, number)
+        restore = restore_plan(plan, target, turns, number, current)
         # The rewind is a checkpointed step of its own: undoing it is rewinding it.
         await repo.write_ref(restore.ref + "/before", current)
         await repo.restore(restore)

@@ -146,7 +146,7 @@ async def revert(
     number = next_rewind_number(ordered)
     ref = rewind_ref(turns, number)
     await repo.write_ref(ref + "/before", current)
-    await repo.restore(RestorePlan(plan.target, plan.restore, plan.delete, ref))
+    await repo.restore(RestorePlan(plan.target, plan.restore, plan.delete, ref, current))
     return HunkRevert(turn, path, tuple(h.id for h in chosen), forced, number)
 
 

@@ -1,0 +1,145 @@
+"""Writing a checkpoint's files back into the work tree, journaled so a restore cut short
+is finished by the next `open` (or a retry) rather than left half done.
+
+A restore is a plan: paths written back from the `target` tree, paths removed, and the
+ref its result is recorded under. Its files are written by `git checkout` on a scratch
+index (so git's own rules apply: the work tree's attributes and line endings, the
+executable bit, symlinks, a directory in the way), and the tree it leaves is the tree
+before it (`<ref>/before`) with those paths changed (`tree_edit.py`). Neither reads the
+snapshots' index, so a restore costs what it writes, not the size of the tree.
+Replaying the plan gives the same files and the same tree: it is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from sidecar.checkpoints.atomic import remove_quietly, write_atomically
+from sidecar.checkpoints.tree_edit import Converse, Entry, TreeDirs
+from sidecar.domain.errors import CheckpointError
+
+JOURNAL: Final = "restore-journal.json"
+SCRATCH: Final = "index.restore"  # the scratch index a restore checks out through
+PATH_CHUNK: Final = 500  # paths per git argv (well inside ARG_MAX)
+Run = Callable[..., Awaitable[bytes]]  # ShadowRepo._run
+
+
+@dataclass(frozen=True, slots=True)
+class RestorePlan:
+    """What a restore writes: `restore` paths from `target`, `delete` paths removed."""
+
+    target: str
+    restore: tuple[str, ...]
+    delete: tuple[str, ...]
+    ref: str  # the checkpoint ref the result is recorded under (`<ref>/after`)
+    before: str | None = None  # the tree before it (None: read from `<ref>/before`)
+
+
+def read_journal(git_dir: Path) -> RestorePlan | None:
+    try:
+        raw = json.loads((git_dir / JOURNAL).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"cannot read the restore journal: {exc}") from None
+    before = raw.get("before")
+    return RestorePlan(
+        raw["target"],
+        tuple(raw["restore"]),
+        tuple(raw["delete"]),
+        raw["ref"],
+        before if isinstance(before, str) else None,
+    )
+
+
+def write_journal(git_dir: Path, plan: RestorePlan) -> None:
+    body = {
+        "target": plan.target,
+        "restore": list(plan.restore),
+        "delete": list(plan.delete),
+        "ref": plan.ref,
+        "before": plan.before,
+    }
+    write_atomically(git_dir / JOURNAL, json.dumps(body).encode())
+
+
+async def apply(
+    plan: RestorePlan, run: Run, converse: Converse, work_tree: str, git_dir: Path
+) -> str:
+    """Write the plan into the work tree; the tree it leaves (recorded as `<ref>/after`).
+    The journal, written before, is removed once the result is recorded."""
+    scratch = git_dir / SCRATCH
+    before = plan.before
+    if before is None:
+        out = await run("rev-parse", "-q", "--verify", plan.ref + "/before^{tree}", ok=(0, 1))
+        before = out.decode().strip()
+        if not before:
+            raise CheckpointError(f"the restore journal names {plan.ref}, which has no tree before")
+    _delete(work_tree, plan.delete)
+    written: dict[str, Entry] = {}
+    remove_quietly(scratch)
+    try:
+        for chunk in chunks(plan.restore):
+            await run("checkout", plan.target, "--", *chunk, writes_work_tree=True, index=scratch)
+        if plan.restore:
+            written = _entries(await run("ls-files", "-s", "-z", index=scratch))
+    finally:
+        remove_quietly(scratch)
+    missing = [path for path in plan.restore if path not in written]
+    if missing:
+        raise CheckpointError(f"the restore did not write {missing[0]}")
+    edits: dict[str, Entry | None] = {path: None for path in plan.delete}
+    edits.update({path: written[path] for path in plan.restore})
+    tree = await (await TreeDirs.read(run, before, edits)).write(converse, edits)
+    await run("update-ref", plan.ref + "/after", tree)
+    (git_dir / JOURNAL).unlink()
+    return tree
+
+
+def _entries(out: bytes) -> dict[str, Entry]:
+    found: dict[str, Entry] = {}
+    for record in out.decode(errors="surrogateescape").split("\0"):
+        if record:
+            meta, _, path = record.partition("\t")
+            mode, oid, _stage = meta.split(" ")
+            found[path] = (mode, oid)
+    return found
+
+
+def chunks(items: Sequence[str] | Iterable[str]) -> Iterable[list[str]]:
+    batch: list[str] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= PATH_CHUNK:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _delete(work_tree: str, paths: Iterable[str]) -> None:
+    root = os.path.realpath(work_tree)
+    for path in paths:
+        full = os.path.join(root, path)
+        try:
+            os.unlink(full)
+        except FileNotFoundError:
+            pass  # already gone: a journaled restore replayed after a crash
+        except IsADirectoryError:
+            shutil.rmtree(full)
+        _prune_empty_parents(root, os.path.dirname(full))
+
+
+def _prune_empty_parents(root: str, directory: str) -> None:
+    while directory.startswith(root + "/"):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return  # not empty (or gone): stop
+        directory = os.path.dirname(directory)
