@@ -60,6 +60,7 @@ __all__ = ["RestorePlan", "ShadowRepo", "Snapshot", "TreeRefused"]
 STOPPED: Final = "checkpoints stopped: the session is closing"
 STATE: Final = "snapshot-state.json"  # the last snapshot's tree, the tree the index holds
 WATCHED_INDEX: Final = "index.watched"  # the scratch index of snapshots from a watch
+EMPTY_INDEX: Final = "index.none"  # never written: an index with nothing in it
 MAX_DIFF_BYTES: Final = 512 * 1024
 # Snapshots from a watch between two walks (a walk also catches what no event reports).
 VERIFY_EVERY: Final = 64
@@ -124,6 +125,8 @@ class ShadowRepo:
         self._from_watch_ok = False  # `_tree` is the tree as of the watch's last look
         self._since_walk = 0
         self._added_since_walk = 0  # files snapshots from the watch added (`max_files`)
+        self.walks = 0  # snapshots taken each way, for the curious (tests, the benchmark)
+        self.from_watch = 0
 
     @property
     def max_files(self) -> int:
@@ -246,6 +249,7 @@ class ShadowRepo:
             self._since_walk = self._added_since_walk = 0
             self._from_watch_ok = self._watch is not None and self._watch.watching
             self._save_state()
+            self.walks += 1
             return Snapshot(tree, skipped)
 
     async def _look(self) -> set[str] | None:
@@ -276,11 +280,16 @@ class ShadowRepo:
             return None
         if self.max_files and entries + len(plan.files) > self.max_files:
             return None  # the walk counts exactly, and refuses
-        if plan.skipped != skipped:
-            ex.write(plan.skipped, stores)  # before `git add` reads it
-        scratch = self.git_dir / WATCHED_INDEX
+        git = watched.Git(
+            self._run,
+            self._converse,
+            self.git_dir / WATCHED_INDEX,
+            self.git_dir / EMPTY_INDEX,
+        )
         try:
-            applied = await watched.apply(plan, self._tree, self._run, self._converse, scratch)
+            applied = await watched.apply(
+                plan, self._tree, git, skipped, lambda now: ex.write(now, stores)
+            )
         except CheckpointError:
             if self._stopped:
                 raise
@@ -292,7 +301,8 @@ class ShadowRepo:
         self._added_since_walk += applied.added
         self._from_watch_ok = True
         self._save_state()
-        found = tuple(Skipped(path, why) for path, why in sorted(plan.skipped.items()))
+        self.from_watch += 1
+        found = tuple(Skipped(path, why) for path, why in sorted(applied.skipped.items()))
         return Snapshot(applied.tree, found)
 
     def _load_state(self) -> None:

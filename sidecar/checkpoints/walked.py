@@ -201,5 +201,6 @@ class Walker:
             changed = None  # listed under the old exclusions
         newly_out = sorted(p for p in now if p in tracked_changed)
         for chunk in chunks(newly_out):
-            await self._run("rm", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
+            # -f: the file changed since it was staged (it grew past the bound).
+            await self._run("rm", "-f", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
         return tuple(Skipped(path, reason) for path, reason in sorted(now.items())), changed

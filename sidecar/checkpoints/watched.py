@@ -13,7 +13,9 @@ executable bit, symlinks -- and the new tree is the old one with those entries c
 What this cannot decide is left to a walk of the whole tree (`plan` answers None): a
 changed `.gitignore`, `.gitattributes` or `.gitmodules` (what is in may change anywhere),
 anything named like git's own directory (a nested repository, the user's repository
-made or removed), a data dir of ours not known yet, or more changed paths than `limit`.
+made or removed), a change inside a directory holding a `.git` (what git takes there
+depends on what the index already has), a data dir of ours not known yet, or more
+changed paths than `limit`.
 """
 
 from __future__ import annotations
@@ -36,16 +38,31 @@ Run = Callable[..., Awaitable[bytes]]  # ShadowRepo._run
 
 
 @dataclass(frozen=True, slots=True)
+class Git:
+    """How the snapshot runs git: ShadowRepo's runners, and its scratch index files."""
+
+    run: Run
+    converse: Converse
+    scratch: Path  # the index `git add` works in (made and removed each time)
+    empty: Path  # an index that is never written: nothing is tracked in it
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     files: tuple[str, ...]  # regular files and symlinks, for `git add`
-    gone: tuple[str, ...]  # not there any more (or too large): out, with what was below
+    gone: tuple[str, ...]  # not there any more: out, with what was below
     dirs: tuple[str, ...]  # directories now: a file the snapshot had there goes
-    skipped: dict[str, str]  # what is left out after this snapshot (path -> reason)
+    # Neither (a FIFO, a socket, a device), which git never takes: a directory the
+    # snapshot had there goes, a file stays (git keeps what it had for it).
+    others: tuple[str, ...]
+    big: dict[str, str]  # files too large to take -> why: out, and listed as skipped
+    kept: dict[str, str]  # what was skipped and is not looked at again
 
 
 @dataclass(frozen=True, slots=True)
 class Applied:
     tree: str
+    skipped: dict[str, str]  # what is left out after this snapshot (path -> reason)
     added: int  # files the snapshots did not hold before
 
 
@@ -78,12 +95,14 @@ def plan(
             return None
         if not under(path, stores) and not under(path, nested):
             paths.add(path)
-    if len(paths) > limit:
+    if len(paths) > limit or _in_a_repository(exclusions.work_tree, paths):
         return None
-    now = {path: reason for path, reason in skipped.items() if path not in paths}
+    kept = {path: reason for path, reason in skipped.items() if path not in paths}
     files: list[str] = []
     gone: list[str] = []
     dirs: list[str] = []
+    others: list[str] = []
+    big: dict[str, str] = {}
     not_dirs: set[str] = set()  # changed paths that are no directory now
     for path in sorted(paths):  # a directory before what is in it
         if any(parent in not_dirs for parent in parents(path)):
@@ -101,31 +120,66 @@ def plan(
             dirs.append(path)
             continue
         not_dirs.add(path)
-        if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
-            continue  # a FIFO, a socket, a device: git takes none (it keeps what it had)
         reason = exclusions.size_reason(info)
         if reason is not None:
-            now[path] = reason
-            gone.append(path)
-        else:
+            big[path] = reason
+        elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
             files.append(path)
-    return Plan(tuple(files), tuple(gone), tuple(dirs), now)
+        else:
+            others.append(path)
+    return Plan(tuple(files), tuple(gone), tuple(dirs), tuple(others), big, kept)
+
+
+def _in_a_repository(work_tree: str, paths: set[str]) -> bool:
+    """Whether a path is inside a directory holding a `.git` (below the work tree's own):
+    what git makes of a repository inside the tree depends on what it already tracks
+    there, which only the index says (a stat per directory above the changed paths)."""
+    seen: set[str] = set()
+    for path in paths:
+        for parent in parents(path):
+            if not parent or parent in seen:
+                break
+            seen.add(parent)
+            if os.path.lexists(os.path.join(work_tree, parent, ".git")):
+                return True
+    return False
 
 
 async def apply(
-    plan: Plan, base: str, run: Run, converse: Converse, scratch: Path
+    plan: Plan,
+    base: str,
+    git: Git,
+    skipped: dict[str, str],
+    leave_out: Callable[[dict[str, str]], None],
 ) -> Applied | None:
     """The tree `base` with the plan's paths as they are now; None when git's answer is
-    not the one expected (the tree changed again meanwhile): the walk then decides."""
-    tree = await TreeDirs.read(run, base, (*plan.files, *plan.gone, *plan.dirs))
+    not the one expected (the tree changed again meanwhile): the walk then decides.
+    `skipped`: what was left out before; `leave_out`: tells git what is left out now,
+    called before anything reads it."""
+    tree = await TreeDirs.read(
+        git.run, base, (*plan.files, *plan.gone, *plan.dirs, *plan.others, *plan.big)
+    )
+    now = dict(plan.kept)
+    # A file too large is skipped if the snapshots held it, or held it back before, or
+    # would take it (a new file no ignore rule covers), as a walk lists it.
+    new = [p for p in plan.big if p not in skipped and _file(tree.entry(p)) is None]
+    listed = await _listed(new, git) if new else set()
+    if listed is None:
+        return None
+    now.update({p: why for p, why in plan.big.items() if p not in new or p in listed})
+    if now != skipped:
+        leave_out(now)
     had = {path: tree.entry(path) for path in plan.files}
-    taken = await _taken(plan.files, had, run, scratch)
+    taken = await _taken(plan.files, had, git)
     if taken is None:
         return None
-    edits: dict[str, Entry | None] = {path: None for path in plan.gone}
+    edits: dict[str, Entry | None] = {path: None for path in (*plan.gone, *plan.big)}
     for path in plan.dirs:
+        if _file(tree.entry(path)) is not None:
+            edits[path] = None
+    for path in plan.others:
         entry = tree.entry(path)
-        if entry is not None and entry[0] != TREE:
+        if entry is not None and entry[0] == TREE:
             edits[path] = None
     added = 0
     for path in plan.files:
@@ -133,18 +187,36 @@ async def apply(
         before = had[path]
         if entry != before:
             edits[path] = entry
-        if entry is not None and (before is None or before[0] == TREE):
+        if entry is not None and _file(before) is None:
             added += 1
-    return Applied(await tree.write(converse, edits), added)
+    return Applied(await tree.write(git.converse, edits), now, added)
+
+
+def _file(entry: Entry | None) -> Entry | None:
+    """The entry if it is a file's (not a directory's)."""
+    return entry if entry is not None and entry[0] != TREE else None
+
+
+async def _listed(paths: list[str], git: Git) -> set[str] | None:
+    """Which of these new files a walk would list (those no ignore rule covers): git's
+    own listing, against an empty index."""
+    try:
+        out = await git.run(
+            "ls-files", "-z", "--others", "--exclude-standard", "--", *paths, index=git.empty
+        )
+    except CheckpointError:
+        return None
+    return set(out.decode(errors="surrogateescape").split("\0")) - {""}
 
 
 async def _taken(
-    files: tuple[str, ...], had: dict[str, Entry | None], run: Run, scratch: Path
+    files: tuple[str, ...], had: dict[str, Entry | None], git: Git
 ) -> dict[str, Entry] | None:
     """What `git add -A` makes of `files` (absent: ignored, or gone meanwhile), on a
     scratch index holding what the snapshot had for them."""
     if not files:
         return {}
+    run, scratch = git.run, git.scratch
     remove_quietly(scratch)
     try:
         seeds = b"".join(

@@ -38,14 +38,25 @@ class LiveWatch:
         self._local: bool | None = None  # asked once
         self._busy = threading.Lock()  # one thread at a time works the watch
         self._closed = False
+        self._failed = 0  # starts that failed in a row
+        self._skip = 0  # restarts left out before the next try
 
     @property
     def watching(self) -> bool:
         return self._watch is not None and not self._closed
 
     async def restart(self) -> bool:
-        """A new watch from now on (the old one's changes are dropped): True if watching."""
-        return await asyncio.to_thread(self._in_thread, self._restart)
+        """A new watch from now on (the old one's changes are dropped): True if watching.
+        After a start that failed, the next ones are left out (1, 2, 4 ... up to 64 of
+        them): a tree with too many directories is not walked for nothing each time."""
+        if self._skip:
+            self._skip -= 1
+            self.close_watch()
+            return False
+        started = await asyncio.to_thread(self._in_thread, self._restart)
+        self._failed = 0 if started else self._failed + 1
+        self._skip = 0 if started else min(1 << (self._failed - 1), 64)
+        return started
 
     async def take(self) -> set[str] | None:
         """What changed since the last look (or the start); None when not known."""
@@ -54,8 +65,12 @@ class LiveWatch:
         return await asyncio.to_thread(self._in_thread, self._take)
 
     def close(self) -> None:
-        """Never waits: a thread working the watch closes it when done."""
+        """For good. Never waits: a thread working the watch closes it when done."""
         self._closed = True
+        self.close_watch()
+
+    def close_watch(self) -> None:
+        """The watch of now closed (`restart` may start another)."""
         if self._busy.acquire(blocking=False):
             try:
                 self._drop()
