@@ -1,13 +1,15 @@
 """Scenario 7, in-process part: the sidecar's own checkpoint code on a real tree and git.
 
 Snapshots: `ShadowRepo.snapshot()` (sidecar/checkpoints/shadow.py) over a tree from
-bench/s7_trees.py: the first one (every file hashed and stored) once, then rounds of
-"one file changed since the last look" and "nothing changed". In every round, in a
-shuffled order, the same tree is also read, hashed and `lstat`ed whole, and snapshotted
-by plain git (`add -A` + `write-tree`, `status --porcelain`; each with its own index),
-so each side sees the same change and a noisy neighbour hurts them alike. The plain
-repository's tree must be the snapshot's own (same files, same ignore rules): a
-difference is counted and reported.
+bench/s7_trees.py, with a watch of the tree as a runtime's checkpoints keep one: the
+first one (every file hashed and stored; the watch started) once, then rounds of "one
+file changed since the last look" and "nothing changed". In every round, in a shuffled
+order, the same tree is also read, hashed (not past 10,000 files: seconds each time)
+and `lstat`ed whole, and snapshotted by plain git (`add -A` + `write-tree`, `status
+--porcelain`; each with its own index), so each side sees the same change and a noisy
+neighbour hurts them alike. The plain repository's tree must be the snapshot's own
+(same files, same ignore rules): a difference is counted and reported. How many of the
+timed snapshots came from the watch and how many walked the tree is counted too.
 
 Rewinds: `TurnCheckpoints` (sidecar/core/checkpointing.py) as a runtime drives it, a
 before-snapshot (`begin`, `ready`), the turn's edits, the after-snapshot (`end`), then
@@ -30,6 +32,7 @@ from sidecar.checkpoints.git import run_git
 from sidecar.checkpoints.shadow import ShadowRepo
 from sidecar.checkpoints.store import DEFAULT_MAX_FILE_BYTES, CheckpointStore
 from sidecar.core.checkpointing import TurnCheckpoints
+from sidecar.fs.tree_watch import WatchBudget
 
 SNAPSHOT = "snapshot (ShadowRepo.snapshot)"
 GIT_ADD = "plain git: add -A + write-tree"
@@ -55,6 +58,8 @@ class SnapshotRun:
     calls: dict[str, list[list[Call]]] = field(default_factory=dict)
     skipped: int = 0  # files the snapshots left out (none are meant to be)
     mismatched: int = 0  # rounds whose snapshot was not plain git's tree
+    from_watch: int = 0  # timed snapshots taken from the watch
+    walks: int = 0  # timed snapshots that walked the tree
 
 
 def _ms_since(started: int) -> float:
@@ -65,7 +70,12 @@ Probe = Callable[[], Awaitable[tuple[float, str | None]]]  # -> (ms, a tree id o
 
 
 def _probes(
-    repo: ShadowRepo, git: str, adder: PlainGit, status: PlainGit, files: list[str]
+    repo: ShadowRepo,
+    git: str,
+    adder: PlainGit,
+    status: PlainGit,
+    files: list[str],
+    hashing: bool,
 ) -> dict[str, Probe]:
     root = Path(repo.work_tree)
 
@@ -85,7 +95,7 @@ def _probes(
     async def add() -> tuple[float, str | None]:
         return adder.add_ms()
 
-    return {
+    probes: dict[str, Probe] = {
         SNAPSHOT: snapshot,
         GIT_ADD: add,
         GIT_STATUS: lambda: blocking(status.status_ms),
@@ -95,39 +105,56 @@ def _probes(
         SPAWN: lambda: blocking(adder.version_ms),
         SPAWN_ASYNC: spawn,
     }
+    if not hashing:
+        del probes[HASH]
+    return probes
 
 
 async def snapshots(
-    tree: Tree, git: str, scratch: Path, rng: random.Random, rounds: int
+    tree: Tree, git: str, scratch: Path, rng: random.Random, rounds: int, *, hashing: bool
 ) -> SnapshotRun:
+    """`hashing`: time the "hash every file" floor too (seconds a round past 10,000)."""
     with GitTrace().installed() as trace:
-        return await _snapshots(tree, git, scratch, rng, rounds, trace)
+        return await _snapshots(tree, git, scratch, rng, rounds, trace, hashing)
 
 
 async def _snapshots(
-    tree: Tree, git: str, scratch: Path, rng: random.Random, rounds: int, trace: GitTrace
+    tree: Tree,
+    git: str,
+    scratch: Path,
+    rng: random.Random,
+    rounds: int,
+    trace: GitTrace,
+    hashing: bool,
 ) -> SnapshotRun:
-    repo = ShadowRepo(scratch / "shadow", str(tree.root), DEFAULT_MAX_FILE_BYTES, git)
-    await repo.open()
-    started = time.perf_counter_ns()
-    first = await repo.snapshot()
-    first_ms = _ms_since(started)
-    adder = PlainGit(git, scratch / "plain-add.git", tree.root)
-    git_first_ms, _ = adder.add_ms()
-    status = PlainGit(git, scratch / "plain-status.git", tree.root)
-    status.add_ms()  # its index filled: status compares against it
-    run = SnapshotRun(len(tree.files), tree.size, tree.build_s, first_ms, git_first_ms)
-    run.skipped = len(first.skipped)
-    run.one = {side: [] for side in SIDES}
-    run.none = {side: [] for side in SIDES}
-    run.calls = {"one": [], "none": []}
-    probes = _probes(repo, git, adder, status, [*tree.files, ".gitignore"])
-    await _round(probes, rng, {side: [] for side in SIDES}, [], trace)  # warm-up
-    for _ in range(rounds):
-        tree.edit(rng.choice(tree.files))
-        run.mismatched += await _round(probes, rng, run.one, run.calls["one"], trace)
-        run.mismatched += await _round(probes, rng, run.none, run.calls["none"], trace)
-    return run
+    repo = ShadowRepo(
+        scratch / "shadow", str(tree.root), DEFAULT_MAX_FILE_BYTES, git, watch=WatchBudget()
+    )
+    try:
+        await repo.open()
+        started = time.perf_counter_ns()
+        first = await repo.snapshot()
+        first_ms = _ms_since(started)
+        adder = PlainGit(git, scratch / "plain-add.git", tree.root)
+        git_first_ms, _ = adder.add_ms()
+        # Its index filled as the adder's is: status compares against it.
+        status = adder.copy(scratch / "plain-status.git")
+        run = SnapshotRun(len(tree.files), tree.size, tree.build_s, first_ms, git_first_ms)
+        run.skipped = len(first.skipped)
+        probes = _probes(repo, git, adder, status, [*tree.files, ".gitignore"], hashing)
+        run.one = {side: [] for side in probes}
+        run.none = {side: [] for side in probes}
+        run.calls = {"one": [], "none": []}
+        await _round(probes, rng, {side: [] for side in probes}, [], trace)  # warm-up
+        walks, watched = repo.walks, repo.from_watch
+        for _ in range(rounds):
+            tree.edit(rng.choice(tree.files))
+            run.mismatched += await _round(probes, rng, run.one, run.calls["one"], trace)
+            run.mismatched += await _round(probes, rng, run.none, run.calls["none"], trace)
+        run.walks, run.from_watch = repo.walks - walks, repo.from_watch - watched
+        return run
+    finally:
+        repo.stop()  # its watch closed
 
 
 async def _round(

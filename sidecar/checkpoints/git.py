@@ -176,14 +176,31 @@ class Conversation:
         self._args = args
         self._errors = errors  # its stderr, read to the end alongside
 
-    async def ask(self, request: bytes) -> bytes:
-        """Send one request; its answer line (without the newline)."""
-        assert self._process.stdin is not None and self._process.stdout is not None
+    async def ask_all(self, requests: Sequence[bytes]) -> list[bytes]:
+        """Several requests at once, their answers in order (written while they are read:
+        neither side waits on a full pipe)."""
+        assert self._process.stdin is not None
+        stdin = self._process.stdin
+
+        async def send() -> None:
+            try:
+                for request in requests:
+                    stdin.write(request)
+                    await stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # git is gone: its own words come with the missing answers
+
+        sending = asyncio.ensure_future(send())
         try:
-            self._process.stdin.write(request)
-            await self._process.stdin.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # git is gone: its own words come with the missing answer
+            answers = [await self._answer() for _ in requests]
+        except BaseException:
+            sending.cancel()
+            raise
+        await sending
+        return answers
+
+    async def _answer(self) -> bytes:
+        assert self._process.stdout is not None
         line = await self._process.stdout.readline()
         if not line.endswith(b"\n"):
             await self._process.wait()

@@ -1,8 +1,8 @@
 """Writing a checkpoint's files back into the work tree, journaled so a restore cut short
 is finished by the next `open` (or a retry) rather than left half done.
 
-A restore is a plan: paths written back from the `target` tree, paths removed, and the
-ref its result is recorded under. Its files are written by `git checkout` on a scratch
+A restore is a plan: paths written back from the `target` tree, paths removed, the tree
+before it, and the refs the step is recorded under (both written once it is done). Its files are written by `git checkout` on a scratch
 index (so git's own rules apply: the work tree's attributes and line endings, the
 executable bit, symlinks, a directory in the way), and the tree it leaves is the tree
 before it (`<ref>/before`) with those paths changed (`tree_edit.py`). Neither reads the
@@ -37,8 +37,10 @@ class RestorePlan:
     target: str
     restore: tuple[str, ...]
     delete: tuple[str, ...]
-    ref: str  # the checkpoint ref the result is recorded under (`<ref>/after`)
-    before: str | None = None  # the tree before it (None: read from `<ref>/before`)
+    ref: str  # the step's refs: `<ref>/before` (the tree before it) and `<ref>/after`
+    before: str | None = None  # the tree before it (None, in an older journal: the ref)
+    # What `restore` paths are in `target` ("mode oid"), when known: not read again.
+    entries: dict[str, str] | None = None
 
 
 def read_journal(git_dir: Path) -> RestorePlan | None:
@@ -48,13 +50,14 @@ def read_journal(git_dir: Path) -> RestorePlan | None:
         return None
     except (OSError, ValueError) as exc:
         raise CheckpointError(f"cannot read the restore journal: {exc}") from None
-    before = raw.get("before")
+    before, entries = raw.get("before"), raw.get("entries")
     return RestorePlan(
         raw["target"],
         tuple(raw["restore"]),
         tuple(raw["delete"]),
         raw["ref"],
         before if isinstance(before, str) else None,
+        {str(k): str(v) for k, v in entries.items()} if isinstance(entries, dict) else None,
     )
 
 
@@ -65,6 +68,7 @@ def write_journal(git_dir: Path, plan: RestorePlan) -> None:
         "delete": list(plan.delete),
         "ref": plan.ref,
         "before": plan.before,
+        "entries": plan.entries,
     }
     write_atomically(git_dir / JOURNAL, json.dumps(body).encode())
 
@@ -76,18 +80,21 @@ async def apply(
     The journal, written before, is removed once the result is recorded."""
     scratch = git_dir / SCRATCH
     before = plan.before
-    if before is None:
+    if before is None:  # a journal of an older version, which wrote `<ref>/before` first
         out = await run("rev-parse", "-q", "--verify", plan.ref + "/before^{tree}", ok=(0, 1))
         before = out.decode().strip()
         if not before:
             raise CheckpointError(f"the restore journal names {plan.ref}, which has no tree before")
     _delete(work_tree, plan.delete)
     written: dict[str, Entry] = {}
+    if plan.entries is not None:
+        restoring = set(plan.restore)
+        written = {p: _entry(e) for p, e in plan.entries.items() if p in restoring}
     remove_quietly(scratch)
     try:
         for chunk in chunks(plan.restore):
             await run("checkout", plan.target, "--", *chunk, writes_work_tree=True, index=scratch)
-        if plan.restore:
+        if plan.restore and plan.entries is None:
             written = _entries(await run("ls-files", "-s", "-z", index=scratch))
     finally:
         remove_quietly(scratch)
@@ -96,10 +103,19 @@ async def apply(
         raise CheckpointError(f"the restore did not write {missing[0]}")
     edits: dict[str, Entry | None] = {path: None for path in plan.delete}
     edits.update({path: written[path] for path in plan.restore})
-    tree = await (await TreeDirs.read(run, before, edits)).write(converse, edits)
-    await run("update-ref", plan.ref + "/after", tree)
+    tree = await (await TreeDirs.read(run, before, edits)).write(
+        converse, edits, git_dir / "objects"
+    )
+    # Both ends of the step at once: until then the step is not in the history.
+    ends = "" if plan.before is None else f"update {plan.ref}/before {before}\n"
+    await run("update-ref", "--stdin", stdin=(ends + f"update {plan.ref}/after {tree}\n").encode())
     (git_dir / JOURNAL).unlink()
     return tree
+
+
+def _entry(mode_oid: str) -> Entry:
+    mode, _, oid = mode_oid.partition(" ")
+    return (mode, oid)
 
 
 def _entries(out: bytes) -> dict[str, Entry]:

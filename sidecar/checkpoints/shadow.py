@@ -285,6 +285,7 @@ class ShadowRepo:
             self._converse,
             self.git_dir / WATCHED_INDEX,
             self.git_dir / EMPTY_INDEX,
+            self.git_dir / "objects",
         )
         try:
             applied = await watched.apply(

@@ -3,15 +3,18 @@
 Only the directories on the way to the changed paths are read (one `git ls-tree` naming
 each of them: git lists what is directly in each and goes into none of the rest) and
 only those are written again, bottom-up, by one `git mktree --batch` answering a tree id
-per directory. So the cost follows the number of changed paths and the size of the
+per directory (a level of the tree at a time: one exchange per level, not per directory). So the cost follows the number of changed paths and the size of the
 directories they are in, never the size of the whole tree -- unlike anything that reads
 the index, which holds every file.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Awaitable, Callable, Iterable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
 from typing import Final, Protocol
 
 from sidecar.checkpoints.git import Conversation
@@ -80,9 +83,11 @@ class TreeDirs:
         prefix = directory + "/"
         return directory in self._listing or any(d.startswith(prefix) for d in self._listing)
 
-    async def write(self, converse: Converse, edits: dict[str, Entry | None]) -> str:
+    async def write(self, converse: Converse, edits: dict[str, Entry | None], objects: Path) -> str:
         """The tree with `edits` made (path -> its new entry, None: gone, with whatever
-        was below it); every path edited must be under the directories read."""
+        was below it); every path edited must be under the directories read. `objects`:
+        the repository's object directory, where a tree stored already is found (a
+        rewind's trees mostly are) and not handed to git again."""
         by_dir: dict[str, dict[str, Entry | None]] = {}
         for path, entry in edits.items():
             directory, _, name = path.rpartition("/")
@@ -93,30 +98,73 @@ class TreeDirs:
         for sub in self._dirs:
             if sub:
                 children.setdefault(sub.rpartition("/")[0], []).append(sub)
+        levels: dict[int, list[str]] = {}
+        for directory in self._dirs:
+            levels.setdefault(directory.count("/") + bool(directory), []).append(directory)
         built: dict[str, str | None] = {}
-        deepest_first = sorted(self._dirs, key=lambda d: d.count("/") + bool(d), reverse=True)
-        async with converse("mktree", "--batch", "-z", "--missing") as mktree:
-            for directory in deepest_first:
-                entries = dict(self._listing.get(directory, {}))
-                for name, entry in by_dir.get(directory, {}).items():
-                    if entry is None:
-                        entries.pop(name, None)
+        async with AsyncExitStack() as stack:
+            mktree: Conversation | None = None
+            # A level at a time, deepest first: a directory needs its subdirectories' ids,
+            # never those of its own level, so each level is one exchange with git.
+            for depth in sorted(levels, reverse=True):
+                made: dict[str, dict[str, Entry]] = {}
+                for directory in levels[depth]:
+                    entries = dict(self._listing.get(directory, {}))
+                    for name, entry in by_dir.get(directory, {}).items():
+                        if entry is None:
+                            entries.pop(name, None)
+                        else:
+                            entries[name] = entry
+                    for sub in children.get(directory, ()):
+                        oid = built[sub]
+                        if oid is not None:  # None: empty, so gone (a read one is not listed)
+                            entries[sub.rpartition("/")[2]] = (TREE, oid)
+                    stored = _stored(entries, objects) if entries else None
+                    if stored is not None or not entries:
+                        built[directory] = stored
                     else:
-                        entries[name] = entry
-                for sub in children.get(directory, ()):
-                    oid = built[sub]
-                    if oid is not None:  # None: empty, as it is gone (a read one is never listed)
-                        entries[sub.rpartition("/")[2]] = (TREE, oid)
-                built[directory] = await _made(mktree, entries) if entries else None
+                        made[directory] = entries
+                if not made:
+                    continue
+                if mktree is None:
+                    mktree = await stack.enter_async_context(
+                        converse("mktree", "--batch", "-z", "--missing")
+                    )
+                answers = await mktree.ask_all([_request(e) for e in made.values()])
+                for directory, answer in zip(made, answers, strict=True):
+                    built[directory] = _tree_id(answer)
         return built[""] or EMPTY_TREE
 
 
-async def _made(mktree: Conversation, entries: dict[str, Entry]) -> str:
+def _stored(entries: dict[str, Entry], objects: Path) -> str | None:
+    """The id of this tree if the repository has it already. The id is git's tree
+    format hashed here; a mistake in that could only miss a stored tree (no object of
+    the repository has a wrong tree's id), never take another one for it."""
+    if any(len(oid) != 40 for _mode, oid in entries.values()):
+        return None  # not a SHA-1 repository: git decides
+    named = sorted(
+        (name.encode(errors="surrogateescape") + (b"/" if mode == TREE else b""), mode, oid)
+        for name, (mode, oid) in entries.items()
+    )
+    body = b"".join(
+        (b"40000" if mode == TREE else mode.encode()) + b" " + key.rstrip(b"/") + b"\0"
+        + bytes.fromhex(oid)
+        for key, mode, oid in named
+    )  # fmt: skip
+    oid = hashlib.sha1(b"tree %d\0" % len(body) + body, usedforsecurity=False).hexdigest()
+    return oid if os.path.exists(objects / oid[:2] / oid[2:]) else None
+
+
+def _request(entries: dict[str, Entry]) -> bytes:
     lines = b"".join(
         f"{mode} {_kind(mode)} {oid}\t{name}\0".encode(errors="surrogateescape")
         for name, (mode, oid) in entries.items()
     )
-    answer = (await mktree.ask(lines + b"\0")).decode()
-    if len(answer) not in (40, 64):
-        raise CheckpointError(f"git mktree answered {answer!r}")
-    return answer
+    return lines + b"\0"
+
+
+def _tree_id(answer: bytes) -> str:
+    text = answer.decode(errors="replace")
+    if len(text) not in (40, 64):
+        raise CheckpointError(f"git mktree answered {text!r}")
+    return text

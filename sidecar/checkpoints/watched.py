@@ -45,6 +45,7 @@ class Git:
     converse: Converse
     scratch: Path  # the index `git add` works in (made and removed each time)
     empty: Path  # an index that is never written: nothing is tracked in it
+    objects: Path  # the repository's object directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +157,8 @@ async def apply(
     not the one expected (the tree changed again meanwhile): the walk then decides.
     `skipped`: what was left out before; `leave_out`: tells git what is left out now,
     called before anything reads it."""
+    if not (plan.files or plan.gone or plan.dirs or plan.others or plan.big):
+        return Applied(base, dict(plan.kept), 0)  # nothing to look at: no git at all
     tree = await TreeDirs.read(
         git.run, base, (*plan.files, *plan.gone, *plan.dirs, *plan.others, *plan.big)
     )
@@ -189,7 +192,9 @@ async def apply(
             edits[path] = entry
         if entry is not None and _file(before) is None:
             added += 1
-    return Applied(await tree.write(git.converse, edits), now, added)
+    if not edits:
+        return Applied(base, now, added)  # touched, not changed: the same tree
+    return Applied(await tree.write(git.converse, edits, git.objects), now, added)
 
 
 def _file(entry: Entry | None) -> Entry | None:

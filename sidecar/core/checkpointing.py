@@ -204,10 +204,9 @@ class TurnCheckpoints:
         if dry_run:
             return CodeRewind(plan.restore, plan.delete, plan.conflicts, None)
         number = next_rewind_number(ordered)
-        restore = restore_plan(plan, target, turns, number, current)
-        # The rewind is a checkpointed step of its own: undoing it is rewinding it.
-        await repo.write_ref(restore.ref + "/before", current)
-        await repo.restore(restore)
+        # The rewind is a checkpointed step of its own (`current` to what the restore
+        # leaves): undoing it is rewinding it.
+        await repo.restore(restore_plan(plan, target, turns, number, current))
         return CodeRewind(plan.restore, plan.delete, plan.conflicts, number)
 
     async def revert(

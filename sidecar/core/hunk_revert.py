@@ -144,8 +144,7 @@ async def revert(
             raise CheckpointError(f"the hunks of {path} do not apply to turn {turn}'s end")
         plan = RestorePlan(replaced, (path,), (), "")
     number = next_rewind_number(ordered)
-    ref = rewind_ref(turns, number)
-    await repo.write_ref(ref + "/before", current)
+    ref = rewind_ref(turns, number)  # the step's two ends: `current` and what is restored
     await repo.restore(RestorePlan(plan.target, plan.restore, plan.delete, ref, current))
     return HunkRevert(turn, path, tuple(h.id for h in chosen), forced, number)
 
