@@ -264,7 +264,8 @@ def _calls_table(m: Measured) -> Table:
         )
     return Table(
         "Where the time goes: the git processes of each operation (p50 ms; every process "
-        "the checkpoint code started, timed in this process)",
+        'the checkpoint code started, timed in this process; "in git" sums them, and a '
+        "rewind runs some of its reads at once, so there it can pass the whole)",
         ["operation", "p50 ms", "git processes", "in git", "outside git", "by command: ms"],
         rows,
     )

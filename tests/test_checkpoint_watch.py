@@ -9,8 +9,10 @@ compares the snapshot of a repository that follows the watch with the snapshot o
 that walks (the code path every snapshot took before the watch): the same tree, the
 same skipped files. Then the ways the watch can fail, each forced for real: the
 kernel's queue overflowing, more changes than a snapshot looks at one by one, a
-directory moved out, a change no event reports (a write through a shared mapping) --
-each still gives the walk's tree.
+directory moved out, a change no event reports (a write through a shared mapping), no
+room left in the process's budget of watches -- each still gives the walk's tree. And
+the parts: a tree the repository has already is not written again, and the file system
+under a directory is read right (only local ones are watched).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from hypothesis import strategies as st
 
 from sidecar.checkpoints.git import git_binary
 from sidecar.checkpoints.shadow import ShadowRepo, Snapshot
+from sidecar.checkpoints.tree_edit import TreeDirs
+from sidecar.fs import mounts
 from sidecar.fs.tree_watch import WatchBudget
 
 pytestmark = pytest.mark.timeout(600)
@@ -322,3 +326,47 @@ def test_a_watch_beyond_the_budget_is_not_started_and_snapshots_still_walk(
                 repo.stop()
 
     asyncio.run(go())
+
+
+def test_a_tree_the_repository_has_already_is_not_written_again(tmp_path: Path) -> None:
+    started: list[tuple[str, ...]] = []
+    root = tmp_path / "tree"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f.txt").write_text("one\n")
+    (root / "g.txt").write_text("g\n")
+    repo = ShadowRepo(tmp_path / "shadow", str(root), MAX_BYTES, GIT)
+
+    def counting(*args: str) -> Any:
+        started.append(args)
+        return repo._converse(*args)
+
+    async def go() -> None:
+        await repo.open()
+        base = (await repo.snapshot()).tree
+        entry = (await repo.entries(base, ["a/b/f.txt"]))["a/b/f.txt"].split(" ")
+        (root / "a" / "b" / "f.txt").write_text("two\n")
+        changed = (await repo.snapshot()).tree
+        dirs = await TreeDirs.read(repo._run, changed, ["a/b/f.txt"])
+        objects = repo.git_dir / "objects"
+        back = await dirs.write(counting, {"a/b/f.txt": (entry[0], entry[1])}, objects)
+        assert back == base and started == []  # every tree on the way is stored already
+        other = await dirs.write(counting, {"a/b/f.txt": None}, objects)
+        assert other != base and len(started) == 1  # a new tree: git writes it
+        listed = await repo._run("ls-tree", "-r", "--name-only", other)
+        assert listed.decode().split() == ["g.txt"]  # a and a/b emptied: gone
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("where", ["/", "/proc", "tmp"])
+def test_the_file_system_of_a_directory_is_the_one_findmnt_names(
+    tmp_path: Path, where: str
+) -> None:
+    path = str(tmp_path) if where == "tmp" else where
+    named = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", path],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert mounts.file_system(path) == named
+    assert mounts.changes_all_seen(path) == (named in mounts.LOCAL)
+    assert not mounts.changes_all_seen("/proc")  # changes there come from no write
