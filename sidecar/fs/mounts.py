@@ -2,8 +2,9 @@
 
 inotify reports what this machine's kernel does to a file. On a local file system that
 is every change; on a network or FUSE file system a change made elsewhere (another
-machine, the FUSE daemon itself) is never reported. So a watch is trusted only on a file
-system known to be local; any other (unknown included) is looked at whole each time.
+machine, the FUSE daemon itself) is never reported. So a watch is trusted only where the
+directory and everything mounted below it are file systems known to be local; anywhere
+else (unknown included) the tree is looked at whole each time.
 """
 
 from __future__ import annotations
@@ -49,28 +50,40 @@ def _unescape(field: str) -> str:
     return "".join(out)
 
 
-def file_system(path: str) -> str | None:
-    """The type of the file system `path` (resolved) is on, or None if unknown."""
-    real = os.path.realpath(path)
+def _mounts() -> list[tuple[str, str]] | None:
+    """(mount point, file system type) of every mount this process sees, in order."""
     try:
         with open(_MOUNTINFO, encoding="utf-8", errors="surrogateescape") as handle:
             lines = handle.read().splitlines()
     except OSError:
         return None
-    best, kind = "", None
+    found = []
     for line in lines:
         # "id parent major:minor root mount-point options [optional...] - type source super"
         left, sep, right = line.partition(" - ")
         fields = left.split(" ")
-        if not sep or len(fields) < 5 or not right:
-            continue
-        mount = _unescape(fields[4])
-        inside = real == mount or real.startswith(mount.rstrip("/") + "/")
-        if inside and len(mount) >= len(best):  # the last of equal mounts is the visible one
-            best, kind = mount, right.split(" ")[0]
+        if sep and len(fields) >= 5 and right:
+            found.append((_unescape(fields[4]), right.split(" ")[0]))
+    return found
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def file_system(path: str) -> str | None:
+    """The type of the file system `path` (resolved) is on, or None if unknown."""
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for mount, fs_type in _mounts() or []:
+        if _inside(real, mount) and len(mount) >= len(best):  # the last of equals is seen
+            best, kind = mount, fs_type
     return kind
 
 
 def changes_all_seen(path: str) -> bool:
-    """Whether inotify reports every change under `path` (a local file system)."""
-    return file_system(path) in LOCAL
+    """Whether inotify reports every change under `path`: it is on a local file system,
+    and so is everything mounted below it."""
+    real = os.path.realpath(path)
+    below = [fs_type for mount, fs_type in _mounts() or [] if _inside(mount, real)]
+    return file_system(real) in LOCAL and all(fs_type in LOCAL for fs_type in below)
