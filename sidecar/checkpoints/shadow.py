@@ -10,7 +10,8 @@ the kernel saw change since looked at again (`watched.py`): a handful of git pro
 whatever the size of the tree. Otherwise -- no watch, the first snapshot of a runtime,
 the watch lost track (its queue overflowed, a directory moved out, too many changes), a
 change only a walk can judge (a `.gitignore`), and every `verify_every`-th snapshot, for
-a change no event reports (a write through a shared memory mapping) -- it is a walk of
+a change no event reports (a write through a shared memory mapping, or through a hard link
+from outside the tree) -- it is a walk of
 the whole tree with the index as git's stat cache (`walked.py`). Both give the same
 tree for the same files (tests/test_checkpoint_watch.py holds them to it).
 
