@@ -4,11 +4,14 @@ pipes, commands in real bubblewrap, real git and real inotify.
 A live session watches its cwd from its first snapshot on (one inotify instance, seen in
 the sidecar's descriptors) and closes the watch with the session; what a turn changed
 and a rewind are the same whether the watch followed the turn, overflowed during it, or
-was not running at all (a change made while no sidecar ran).
+was not running at all (a change made while no sidecar ran); and a rewind still sees a
+user's change that no event reported (a write through a mapping, through a hard link) to
+a file it would write.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 from typing import Any
@@ -130,3 +133,31 @@ async def test_a_change_made_while_no_sidecar_ran_is_seen_by_the_next_one(
         assert files_of(await changes(sidecar, sid, 3)) == {"src/pkg0/mod0.py": ("modified", 1, 0)}
     finally:
         await sidecar.close()
+
+
+async def test_a_change_no_event_reports_is_still_a_conflict_for_a_rewind(
+    sidecar: Sidecar, workspace: Path, tmp_path: Path
+) -> None:
+    project(workspace)
+    sid = await auto_session(sidecar, workspace)
+    await sidecar.prompt(sid, "/write mapped.txt written by the agent")
+    await sidecar.prompt(sid, "/write linked.txt written by the agent")
+    await sidecar.prompt(sid, "/write plain.txt written by the agent")
+    # Two writes inotify never reports: through a mapping still open, and through a hard
+    # link from outside the cwd.
+    handle = open(workspace / "mapped.txt", "r+b")
+    mapping = mmap.mmap(handle.fileno(), 0)
+    handle.close()
+    os.link(workspace / "linked.txt", tmp_path / "outside.txt")
+    try:
+        mapping[:7] = b"WRITTEN"
+        mapping.flush()
+        with open(tmp_path / "outside.txt", "a") as outside:
+            outside.write(" and by the user\n")
+        result = await rewind(sidecar, sid, turn=1, scope="code")
+    finally:
+        mapping.close()
+    assert sorted(c["path"] for c in result["code"]["conflicts"]) == ["linked.txt", "mapped.txt"]
+    assert result["code"]["removed"] == ["plain.txt"]
+    assert (workspace / "mapped.txt").read_text() == "WRITTEN by the agent"
+    assert (workspace / "linked.txt").read_text().endswith("and by the user\n")

@@ -133,28 +133,38 @@ class RewindPlan:
     wanted: dict[str, str] = field(default_factory=dict)  # restored path -> "mode oid"
 
 
+async def last_writers(
+    repo: ShadowRepo, ordered: list[Step], since: StepKey, current: str | None
+) -> tuple[dict[str, str], bool]:
+    """path -> the tree of the session's last change to it, for the steps from `since` on;
+    and whether every step's end was known (without `current`, a step cut short by a crash
+    has none: it is left out, and False says so)."""
+    steps_since: list[tuple[str, str]] = []  # (before, after) of each step that changed files
+    whole = True
+    for index, step in enumerate(ordered):
+        if step.key < since or step.before is None:
+            continue
+        after = end_of(ordered, index, current)
+        whole = whole and after is not None
+        if after is not None and after != step.before:
+            steps_since.append((step.before, after))
+    changed = await _together([repo.changed_paths(b, a) for b, a in steps_since])
+    last_writer: dict[str, str] = {}
+    for (_before, after), paths in zip(steps_since, changed, strict=True):
+        for path in paths:
+            last_writer[path] = after
+    return last_writer, whole
+
+
 async def plan_rewind(
     repo: ShadowRepo,
-    ordered: list[Step],
-    since: StepKey,
+    last_writer: dict[str, str],
     target: str,
     current: str,
     *,
     force: bool,
 ) -> RewindPlan:
-    """Bring back `target` for every file a step from `since` on changed."""
-    steps_since: list[tuple[str, str]] = []  # (before, after) of each step that changed files
-    for index, step in enumerate(ordered):
-        if step.key < since or step.before is None:
-            continue
-        after = end_of(ordered, index, current)
-        if after is not None and after != step.before:
-            steps_since.append((step.before, after))
-    changed = await _together([repo.changed_paths(b, a) for b, a in steps_since])
-    last_writer: dict[str, str] = {}  # path -> the tree of the session's last change to it
-    for (_before, after), paths in zip(steps_since, changed, strict=True):
-        for path in paths:
-            last_writer[path] = after
+    """Bring back `target` for every file the steps since changed (`last_writers`)."""
     skipped = repo.skipped()
     ours = repo.stores()
     touched = sorted(p for p in last_writer if p not in skipped and not p.startswith(ours))

@@ -70,6 +70,7 @@ VERIFY_EVERY: Final = 64
 LOOK_AT: Final = (100, 1000)
 # Paths a watch holds between two snapshots; past it the watch gives up (a walk follows).
 WATCH_HOLDS: Final = 10_000
+SEEN_AT_MOST: Final = 100_000  # files remembered as last hashed (past it: forgotten)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,8 @@ class ShadowRepo:
         self._from_watch_ok = False  # `_tree` is the tree as of the watch's last look
         self._since_walk = 0
         self._added_since_walk = 0  # files snapshots from the watch added (`max_files`)
+        # Files as `lstat` found them when a snapshot from the watch hashed them.
+        self._seen: dict[str, watched.Seen] = {}
         self.walks = 0  # snapshots taken each way, for the curious (tests, the benchmark)
         self.from_watch = 0
 
@@ -235,19 +238,23 @@ class ShadowRepo:
 
     # ---- snapshots -----------------------------------------------------------------------
 
-    async def snapshot(self) -> Snapshot:
-        """The work tree now, as a tree id (see the module's doc for the two ways)."""
+    async def snapshot(self, look_again: Iterable[str] = ()) -> Snapshot:
+        """The work tree now, as a tree id (see the module's doc for the two ways).
+        `look_again`: paths looked at again whatever the watch says, unless they are as
+        this runtime last hashed them (what a rewind is about to write: a change no event
+        reported, through a mapping or a hard link, still shows)."""
         async with self._lock:
             self._clear_stale_lock()
             self._load_state()
             changed = await self._look()
             if changed is not None:
-                taken = await self._from_watch(changed)
+                taken = await self._from_watch(changed | self._not_as_seen(look_again))
                 if taken is not None:
                     return taken
             tree, skipped = await self._walker.snapshot(self._index_holds, self._tree)
             self._tree = self._index_holds = tree
             self._since_walk = self._added_since_walk = 0
+            self._seen.clear()  # the walk hashed what changed: nothing of it is known here
             self._from_watch_ok = self._watch is not None and self._watch.watching
             self._save_state()
             self.walks += 1
@@ -301,11 +308,31 @@ class ShadowRepo:
         self._tree = applied.tree
         self._since_walk += 1
         self._added_since_walk += applied.added
+        if len(self._seen) > SEEN_AT_MOST:
+            self._seen.clear()
+        for path in (*plan.gone, *plan.dirs, *plan.others, *plan.big):
+            self._seen.pop(path, None)
+        self._seen.update(plan.seen)
         self._from_watch_ok = True
         self._save_state()
         self.from_watch += 1
         found = tuple(Skipped(path, why) for path, why in sorted(applied.skipped.items()))
         return Snapshot(applied.tree, found)
+
+    def _not_as_seen(self, paths: Iterable[str]) -> set[str]:
+        found = set()
+        for path in paths:
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                continue  # not a path of the tree (a caller's argument, not yet checked)
+            try:
+                now: watched.Seen | None = watched.seen(
+                    os.lstat(os.path.join(self.work_tree, path))
+                )
+            except OSError:
+                now = None
+            if now is None or now != self._seen.get(path):
+                found.add(path)
+        return found
 
     def _load_state(self) -> None:
         """Where the last runtime left off: its last snapshot, and what its index holds."""

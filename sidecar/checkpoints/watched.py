@@ -35,6 +35,11 @@ from sidecar.domain.errors import CheckpointError
 # A change to one of these can change what is in anywhere in the tree.
 RULES: Final = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 Run = Callable[..., Awaitable[bytes]]  # ShadowRepo._run
+Seen = tuple[int, int, int, int, int]  # a file's inode, size, mode, mtime and ctime (ns)
+
+
+def seen(info: os.stat_result) -> Seen:
+    return (info.st_ino, info.st_size, info.st_mode, info.st_mtime_ns, info.st_ctime_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,7 @@ class Plan:
     others: tuple[str, ...]
     big: dict[str, str]  # files too large to take -> why: out, and listed as skipped
     kept: dict[str, str]  # what was skipped and is not looked at again
+    seen: dict[str, Seen]  # each of `files` as `lstat` found it before git read it
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,7 @@ def plan(
     dirs: list[str] = []
     others: list[str] = []
     big: dict[str, str] = {}
+    stats: dict[str, Seen] = {}
     not_dirs: set[str] = set()  # changed paths that are no directory now
     for path in sorted(paths):  # a directory before what is in it
         if any(parent in not_dirs for parent in parents(path)):
@@ -126,9 +133,10 @@ def plan(
             big[path] = reason
         elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
             files.append(path)
+            stats[path] = seen(info)
         else:
             others.append(path)
-    return Plan(tuple(files), tuple(gone), tuple(dirs), tuple(others), big, kept)
+    return Plan(tuple(files), tuple(gone), tuple(dirs), tuple(others), big, kept, stats)
 
 
 def _in_a_repository(work_tree: str, paths: set[str]) -> bool:

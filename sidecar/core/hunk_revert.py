@@ -111,7 +111,7 @@ async def revert(
     step = ordered[index] if index is not None else None
     if index is None or step is None or step.before is None:
         raise InvalidInput("turn", f"turn {turn} changed no file")
-    current = (await repo.snapshot()).tree
+    current = (await repo.snapshot(look_again=[path])).tree  # it may write this file
     after = end_of(ordered, index, current)
     assert after is not None  # `current` ends a turn left unfinished
     text, _ = await repo.diff(step.before, after, limit=1 << 62, paths=[path])
