@@ -34,17 +34,19 @@ def run(settings: Settings) -> ScenarioResult:
     work = settings.work / "s7"
     shutil.rmtree(work, ignore_errors=True)  # a kept --work: every snapshot starts empty
     rng = settings.rng(KEY)
-    snapshots = {}
-    trees = {}
-    for n in sizes:
-        tree = s7_trees.build(work / f"tree-{n}", n, settings.rng(f"{KEY}/tree/{n}"))
-        trees[n] = tree
-        snapshots[n] = asyncio.run(
-            s7_repo.snapshots(
-                tree, git, settings.scratch(f"s7/git-{n}"), rng,
-                rounds if n <= 10_000 else big_rounds, hashing=n <= 10_000,
-            )
-        )  # fmt: skip
+    trees = {
+        n: s7_trees.build(work / f"tree-{n}", n, settings.rng(f"{KEY}/tree/{n}")) for n in sizes
+    }
+    snapshots = asyncio.run(
+        s7_repo.snapshots(
+            [
+                (tree, settings.scratch(f"s7/git-{n}"), rounds if n <= 10_000 else big_rounds,
+                 n <= 10_000)
+                for n, tree in trees.items()
+            ],
+            git, rng,
+        )
+    )  # fmt: skip
     rewinds = asyncio.run(
         s7_repo.rewinds(trees[rewound], git, settings.scratch("s7/git-rewind"), rng, rounds, counts)
     )

@@ -1,9 +1,9 @@
 """Scenario 7, in-process part: the sidecar's own checkpoint code on a real tree and git.
 
-Snapshots: `ShadowRepo.snapshot()` (sidecar/checkpoints/shadow.py) over a tree from
+Snapshots: `ShadowRepo.snapshot()` (sidecar/checkpoints/shadow.py) over trees from
 bench/s7_trees.py, with a watch of the tree as a runtime's checkpoints keep one: the
 first one (every file hashed and stored; the watch started) once, then rounds of "one
-file changed since the last look" and "nothing changed". In every round, in a shuffled
+file changed since the last look" and "nothing changed", the trees' rounds interleaved. In every round, in a shuffled
 order, the same tree is also read, hashed (not past 10,000 files: seconds each time)
 and `lstat`ed whole, and snapshotted by plain git (`add -A` + `write-tree`, `status
 --porcelain`; each with its own index), so each side sees the same change and a noisy
@@ -110,51 +110,80 @@ def _probes(
     return probes
 
 
+@dataclass
+class _Sized:
+    """One tree's snapshot measuring: its repositories, its probes, what was measured."""
+
+    tree: Tree
+    repo: ShadowRepo
+    probes: dict[str, Probe]
+    run: SnapshotRun
+    rounds: int
+
+
 async def snapshots(
-    tree: Tree, git: str, scratch: Path, rng: random.Random, rounds: int, *, hashing: bool
-) -> SnapshotRun:
-    """`hashing`: time the "hash every file" floor too (seconds a round past 10,000)."""
+    trees: list[tuple[Tree, Path, int, bool]], git: str, rng: random.Random
+) -> dict[int, SnapshotRun]:
+    """Each (tree, scratch dir, rounds, hashing) set up, then their rounds interleaved: a
+    round of every tree in turn (shuffled), so a load that drifts over the run weighs on
+    each size alike and a ratio between sizes stays fair. `hashing`: time the "hash every
+    file" floor too (seconds a round past 10,000 files)."""
     with GitTrace().installed() as trace:
-        return await _snapshots(tree, git, scratch, rng, rounds, trace, hashing)
+        sized: list[_Sized] = []
+        try:
+            for tree, scratch, rounds, hashing in trees:
+                sized.append(await _prepared(tree, git, scratch, rounds, hashing, rng, trace))
+            counts = {id(s): (s.repo.walks, s.repo.from_watch) for s in sized}
+            for n in range(max(s.rounds for s in sized)):
+                order = [s for s in sized if n < s.rounds]
+                rng.shuffle(order)
+                for one in order:
+                    run = one.run
+                    one.tree.edit(rng.choice(one.tree.files))
+                    run.mismatched += await _round(
+                        one.probes, rng, run.one, run.calls["one"], trace
+                    )
+                    run.mismatched += await _round(
+                        one.probes, rng, run.none, run.calls["none"], trace
+                    )
+            for one in sized:
+                walks, watched = counts[id(one)]
+                one.run.walks = one.repo.walks - walks
+                one.run.from_watch = one.repo.from_watch - watched
+            return {s.run.files: s.run for s in sized}
+        finally:
+            for one in sized:
+                one.repo.stop()  # its watch closed
 
 
-async def _snapshots(
+async def _prepared(
     tree: Tree,
     git: str,
     scratch: Path,
-    rng: random.Random,
     rounds: int,
-    trace: GitTrace,
     hashing: bool,
-) -> SnapshotRun:
+    rng: random.Random,
+    trace: GitTrace,
+) -> _Sized:
     repo = ShadowRepo(
         scratch / "shadow", str(tree.root), DEFAULT_MAX_FILE_BYTES, git, watch=WatchBudget()
     )
-    try:
-        await repo.open()
-        started = time.perf_counter_ns()
-        first = await repo.snapshot()
-        first_ms = _ms_since(started)
-        adder = PlainGit(git, scratch / "plain-add.git", tree.root)
-        git_first_ms, _ = adder.add_ms()
-        # Its index filled as the adder's is: status compares against it.
-        status = adder.copy(scratch / "plain-status.git")
-        run = SnapshotRun(len(tree.files), tree.size, tree.build_s, first_ms, git_first_ms)
-        run.skipped = len(first.skipped)
-        probes = _probes(repo, git, adder, status, [*tree.files, ".gitignore"], hashing)
-        run.one = {side: [] for side in probes}
-        run.none = {side: [] for side in probes}
-        run.calls = {"one": [], "none": []}
-        await _round(probes, rng, {side: [] for side in probes}, [], trace)  # warm-up
-        walks, watched = repo.walks, repo.from_watch
-        for _ in range(rounds):
-            tree.edit(rng.choice(tree.files))
-            run.mismatched += await _round(probes, rng, run.one, run.calls["one"], trace)
-            run.mismatched += await _round(probes, rng, run.none, run.calls["none"], trace)
-        run.walks, run.from_watch = repo.walks - walks, repo.from_watch - watched
-        return run
-    finally:
-        repo.stop()  # its watch closed
+    await repo.open()
+    started = time.perf_counter_ns()
+    first = await repo.snapshot()
+    first_ms = _ms_since(started)
+    adder = PlainGit(git, scratch / "plain-add.git", tree.root)
+    git_first_ms, _ = adder.add_ms()
+    # Its index filled as the adder's is: status compares against it.
+    status = adder.copy(scratch / "plain-status.git")
+    run = SnapshotRun(len(tree.files), tree.size, tree.build_s, first_ms, git_first_ms)
+    run.skipped = len(first.skipped)
+    probes = _probes(repo, git, adder, status, [*tree.files, ".gitignore"], hashing)
+    run.one = {side: [] for side in probes}
+    run.none = {side: [] for side in probes}
+    run.calls = {"one": [], "none": []}
+    await _round(probes, rng, {side: [] for side in probes}, [], trace)  # warm-up
+    return _Sized(tree, repo, probes, run, rounds)
 
 
 async def _round(

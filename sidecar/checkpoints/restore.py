@@ -12,6 +12,7 @@ Replaying the plan gives the same files and the same tree: it is idempotent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -78,7 +79,6 @@ async def apply(
 ) -> str:
     """Write the plan into the work tree; the tree it leaves (recorded as `<ref>/after`).
     The journal, written before, is removed once the result is recorded."""
-    scratch = git_dir / SCRATCH
     before = plan.before
     if before is None:  # a journal of an older version, which wrote `<ref>/before` first
         out = await run("rev-parse", "-q", "--verify", plan.ref + "/before^{tree}", ok=(0, 1))
@@ -86,6 +86,31 @@ async def apply(
         if not before:
             raise CheckpointError(f"the restore journal names {plan.ref}, which has no tree before")
     _delete(work_tree, plan.delete)
+    # The directories above the paths are read while git writes the files.
+    paths = (*plan.delete, *plan.restore)
+    reading = asyncio.ensure_future(TreeDirs.read(run, before, paths))
+    try:
+        written = await _written(plan, run, git_dir / SCRATCH)
+        dirs = await reading
+    finally:
+        if not reading.done():
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+    missing = [path for path in plan.restore if path not in written]
+    if missing:
+        raise CheckpointError(f"the restore did not write {missing[0]}")
+    edits: dict[str, Entry | None] = {path: None for path in plan.delete}
+    edits.update({path: written[path] for path in plan.restore})
+    tree = await dirs.write(converse, edits, git_dir / "objects")
+    # Both ends of the step at once: until then the step is not in the history.
+    ends = "" if plan.before is None else f"update {plan.ref}/before {before}\n"
+    await run("update-ref", "--stdin", stdin=(ends + f"update {plan.ref}/after {tree}\n").encode())
+    (git_dir / JOURNAL).unlink()
+    return tree
+
+
+async def _written(plan: RestorePlan, run: Run, scratch: Path) -> dict[str, Entry]:
+    """`git checkout` of the restored paths through a scratch index; what it wrote."""
     written: dict[str, Entry] = {}
     if plan.entries is not None:
         restoring = set(plan.restore)
@@ -98,19 +123,7 @@ async def apply(
             written = _entries(await run("ls-files", "-s", "-z", index=scratch))
     finally:
         remove_quietly(scratch)
-    missing = [path for path in plan.restore if path not in written]
-    if missing:
-        raise CheckpointError(f"the restore did not write {missing[0]}")
-    edits: dict[str, Entry | None] = {path: None for path in plan.delete}
-    edits.update({path: written[path] for path in plan.restore})
-    tree = await (await TreeDirs.read(run, before, edits)).write(
-        converse, edits, git_dir / "objects"
-    )
-    # Both ends of the step at once: until then the step is not in the history.
-    ends = "" if plan.before is None else f"update {plan.ref}/before {before}\n"
-    await run("update-ref", "--stdin", stdin=(ends + f"update {plan.ref}/after {tree}\n").encode())
-    (git_dir / JOURNAL).unlink()
-    return tree
+    return written
 
 
 def _entry(mode_oid: str) -> Entry:
