@@ -3,9 +3,10 @@
 Only the directories on the way to the changed paths are read (one `git ls-tree` naming
 each of them: git lists what is directly in each and goes into none of the rest) and
 only those are written again, bottom-up, by one `git mktree --batch` answering a tree id
-per directory (a level of the tree at a time: one exchange per level, not per directory). So the cost follows the number of changed paths and the size of the
-directories they are in, never the size of the whole tree -- unlike anything that reads
-the index, which holds every file.
+per directory (a level of the tree at a time: one exchange per level); a tree the
+repository has already is not handed to git at all. So the cost follows the number of
+changed paths and the size of the directories they are in, never the size of the whole
+tree -- unlike anything that reads the index, which holds every file.
 """
 
 from __future__ import annotations
@@ -48,9 +49,8 @@ class TreeDirs:
 
     def __init__(self, tree: str, listing: dict[str, dict[str, Entry]], dirs: set[str]) -> None:
         self.tree = tree
-        self._listing = (
-            listing  # directory -> name -> entry; a directory read is never in its parent
-        )
+        # directory -> name -> entry; a directory that was read is never in its parent's
+        self._listing = listing
         self._dirs = dirs
 
     @classmethod

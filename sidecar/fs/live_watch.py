@@ -10,6 +10,7 @@ is started where inotify cannot see every change (`mounts.changes_all_seen`).
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -94,7 +95,7 @@ class LiveWatch:
         if not self._local:
             return False
         watch = TreeWatch(
-            self.root, skip=frozenset(), opaque=GIT, skip_dirs=self._skip_dirs,
+            os.path.realpath(self.root), skip=frozenset(), opaque=GIT, skip_dirs=self._skip_dirs,
             max_changed=self._max_changed,
         )  # fmt: skip
         room = self._budget.claim(watch)

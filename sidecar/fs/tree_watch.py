@@ -102,11 +102,11 @@ class TreeWatch:
             try:
                 wd = self._inotify.add_watch(full, MASK)
                 entries = list(os.scandir(full))
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # gone again before we looked: its removal is an event too
             except OSError as exc:
                 if not directory:
                     raise  # the root: nothing can be watched
+                if isinstance(exc, FileNotFoundError | NotADirectoryError):
+                    continue  # gone again before we looked: its removal is an event too
                 log.info("watch of %s lost at %s: %s", self.root, directory, exc)
                 self._lost = True  # out of watches, or a directory we may not read
                 return
