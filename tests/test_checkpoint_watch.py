@@ -372,3 +372,47 @@ def test_the_file_system_of_a_directory_is_the_one_findmnt_names(
     # mounted below it (/ has /proc, whose changes come from no write).
     expected = where == "tmp" and named in mounts.LOCAL
     assert mounts.changes_all_seen(path) == expected
+
+
+def test_a_cwd_reached_through_a_symlink_is_watched(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "a.txt").write_text("a\n")
+    (tmp_path / "link").symlink_to(real)
+    repo = ShadowRepo(
+        tmp_path / "shadow", str(tmp_path / "link"), MAX_BYTES, GIT, watch=WatchBudget()
+    )
+
+    async def go() -> None:
+        try:
+            await repo.open()
+            await repo.snapshot()
+            (real / "a.txt").write_text("b\n")
+            tree = (await repo.snapshot()).tree
+            assert repo.from_watch == 1
+            assert (await repo.entries(tree, ["a.txt"]))["a.txt"].endswith(
+                subprocess.run(
+                    [GIT, "hash-object", str(real / "a.txt")],
+                    capture_output=True, text=True, check=True,
+                ).stdout.strip()
+            )  # fmt: skip
+        finally:
+            repo.stop()
+
+    asyncio.run(go())
+
+
+def test_a_cwd_removed_and_made_again_is_walked() -> None:
+    async def test(pair: Pair) -> None:
+        (pair.root / "old.txt").write_text("old\n")
+        await pair.both("the first")
+        shutil.rmtree(pair.root)
+        pair.root.mkdir()
+        (pair.root / "new.txt").write_text("new\n")
+        walks = pair.watched.walks
+        await pair.both("a new directory in its place")
+        assert pair.watched.walks == walks + 1
+        (pair.root / "new.txt").write_text("newer\n")
+        await pair.both("followed again")
+
+    run_pair(test)
