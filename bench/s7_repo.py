@@ -1,13 +1,15 @@
 """Scenario 7, in-process part: the sidecar's own checkpoint code on a real tree and git.
 
-Snapshots: `ShadowRepo.snapshot()` (sidecar/checkpoints/shadow.py) over a tree from
-bench/s7_trees.py: the first one (every file hashed and stored) once, then rounds of
-"one file changed since the last look" and "nothing changed". In every round, in a
-shuffled order, the same tree is also read, hashed and `lstat`ed whole, and snapshotted
-by plain git (`add -A` + `write-tree`, `status --porcelain`; each with its own index),
-so each side sees the same change and a noisy neighbour hurts them alike. The plain
-repository's tree must be the snapshot's own (same files, same ignore rules): a
-difference is counted and reported.
+Snapshots: `ShadowRepo.snapshot()` (sidecar/checkpoints/shadow.py) over trees from
+bench/s7_trees.py, with a watch of the tree as a runtime's checkpoints keep one: the
+first one (every file hashed and stored; the watch started) once, then rounds of "one
+file changed since the last look" and "nothing changed", the trees' rounds interleaved. In every round, in a shuffled
+order, the same tree is also read, hashed (not past 10,000 files: seconds each time)
+and `lstat`ed whole, and snapshotted by plain git (`add -A` + `write-tree`, `status
+--porcelain`; each with its own index), so each side sees the same change and a noisy
+neighbour hurts them alike. The plain repository's tree must be the snapshot's own
+(same files, same ignore rules): a difference is counted and reported. How many of the
+timed snapshots came from the watch and how many walked the tree is counted too.
 
 Rewinds: `TurnCheckpoints` (sidecar/core/checkpointing.py) as a runtime drives it, a
 before-snapshot (`begin`, `ready`), the turn's edits, the after-snapshot (`end`), then
@@ -30,6 +32,7 @@ from sidecar.checkpoints.git import run_git
 from sidecar.checkpoints.shadow import ShadowRepo
 from sidecar.checkpoints.store import DEFAULT_MAX_FILE_BYTES, CheckpointStore
 from sidecar.core.checkpointing import TurnCheckpoints
+from sidecar.fs.tree_watch import WatchBudget
 
 SNAPSHOT = "snapshot (ShadowRepo.snapshot)"
 GIT_ADD = "plain git: add -A + write-tree"
@@ -55,6 +58,8 @@ class SnapshotRun:
     calls: dict[str, list[list[Call]]] = field(default_factory=dict)
     skipped: int = 0  # files the snapshots left out (none are meant to be)
     mismatched: int = 0  # rounds whose snapshot was not plain git's tree
+    from_watch: int = 0  # timed snapshots taken from the watch
+    walks: int = 0  # timed snapshots that walked the tree
 
 
 def _ms_since(started: int) -> float:
@@ -65,7 +70,12 @@ Probe = Callable[[], Awaitable[tuple[float, str | None]]]  # -> (ms, a tree id o
 
 
 def _probes(
-    repo: ShadowRepo, git: str, adder: PlainGit, status: PlainGit, files: list[str]
+    repo: ShadowRepo,
+    git: str,
+    adder: PlainGit,
+    status: PlainGit,
+    files: list[str],
+    hashing: bool,
 ) -> dict[str, Probe]:
     root = Path(repo.work_tree)
 
@@ -85,7 +95,7 @@ def _probes(
     async def add() -> tuple[float, str | None]:
         return adder.add_ms()
 
-    return {
+    probes: dict[str, Probe] = {
         SNAPSHOT: snapshot,
         GIT_ADD: add,
         GIT_STATUS: lambda: blocking(status.status_ms),
@@ -95,39 +105,85 @@ def _probes(
         SPAWN: lambda: blocking(adder.version_ms),
         SPAWN_ASYNC: spawn,
     }
+    if not hashing:
+        del probes[HASH]
+    return probes
+
+
+@dataclass
+class _Sized:
+    """One tree's snapshot measuring: its repositories, its probes, what was measured."""
+
+    tree: Tree
+    repo: ShadowRepo
+    probes: dict[str, Probe]
+    run: SnapshotRun
+    rounds: int
 
 
 async def snapshots(
-    tree: Tree, git: str, scratch: Path, rng: random.Random, rounds: int
-) -> SnapshotRun:
+    trees: list[tuple[Tree, Path, int, bool]], git: str, rng: random.Random
+) -> dict[int, SnapshotRun]:
+    """Each (tree, scratch dir, rounds, hashing) set up, then their rounds interleaved: a
+    round of every tree in turn (shuffled), so a load that drifts over the run weighs on
+    each size alike and a ratio between sizes stays fair. `hashing`: time the "hash every
+    file" floor too (seconds a round past 10,000 files)."""
     with GitTrace().installed() as trace:
-        return await _snapshots(tree, git, scratch, rng, rounds, trace)
+        sized: list[_Sized] = []
+        try:
+            for tree, scratch, rounds, hashing in trees:
+                sized.append(await _prepared(tree, git, scratch, rounds, hashing, rng, trace))
+            counts = {id(s): (s.repo.walks, s.repo.from_watch) for s in sized}
+            for n in range(max(s.rounds for s in sized)):
+                order = [s for s in sized if n < s.rounds]
+                rng.shuffle(order)
+                for one in order:
+                    run = one.run
+                    one.tree.edit(rng.choice(one.tree.files))
+                    run.mismatched += await _round(
+                        one.probes, rng, run.one, run.calls["one"], trace
+                    )
+                    run.mismatched += await _round(
+                        one.probes, rng, run.none, run.calls["none"], trace
+                    )
+            for one in sized:
+                walks, watched = counts[id(one)]
+                one.run.walks = one.repo.walks - walks
+                one.run.from_watch = one.repo.from_watch - watched
+            return {s.run.files: s.run for s in sized}
+        finally:
+            for one in sized:
+                one.repo.stop()  # its watch closed
 
 
-async def _snapshots(
-    tree: Tree, git: str, scratch: Path, rng: random.Random, rounds: int, trace: GitTrace
-) -> SnapshotRun:
-    repo = ShadowRepo(scratch / "shadow", str(tree.root), DEFAULT_MAX_FILE_BYTES, git)
+async def _prepared(
+    tree: Tree,
+    git: str,
+    scratch: Path,
+    rounds: int,
+    hashing: bool,
+    rng: random.Random,
+    trace: GitTrace,
+) -> _Sized:
+    repo = ShadowRepo(
+        scratch / "shadow", str(tree.root), DEFAULT_MAX_FILE_BYTES, git, watch=WatchBudget()
+    )
     await repo.open()
     started = time.perf_counter_ns()
     first = await repo.snapshot()
     first_ms = _ms_since(started)
     adder = PlainGit(git, scratch / "plain-add.git", tree.root)
     git_first_ms, _ = adder.add_ms()
-    status = PlainGit(git, scratch / "plain-status.git", tree.root)
-    status.add_ms()  # its index filled: status compares against it
+    # Its index filled as the adder's is: status compares against it.
+    status = adder.copy(scratch / "plain-status.git")
     run = SnapshotRun(len(tree.files), tree.size, tree.build_s, first_ms, git_first_ms)
     run.skipped = len(first.skipped)
-    run.one = {side: [] for side in SIDES}
-    run.none = {side: [] for side in SIDES}
+    probes = _probes(repo, git, adder, status, [*tree.files, ".gitignore"], hashing)
+    run.one = {side: [] for side in probes}
+    run.none = {side: [] for side in probes}
     run.calls = {"one": [], "none": []}
-    probes = _probes(repo, git, adder, status, [*tree.files, ".gitignore"])
-    await _round(probes, rng, {side: [] for side in SIDES}, [], trace)  # warm-up
-    for _ in range(rounds):
-        tree.edit(rng.choice(tree.files))
-        run.mismatched += await _round(probes, rng, run.one, run.calls["one"], trace)
-        run.mismatched += await _round(probes, rng, run.none, run.calls["none"], trace)
-    return run
+    await _round(probes, rng, {side: [] for side in probes}, [], trace)  # warm-up
+    return _Sized(tree, repo, probes, run, rounds)
 
 
 async def _round(

@@ -1,17 +1,18 @@
 """Where a checkpoint operation's time goes: every git process the sidecar starts, timed.
 
 In this process only (the benchmark's own measuring, never a sidecar under test): the
-name `run_git` that sidecar/checkpoints/shadow.py calls through is wrapped for the
-duration, so each snapshot, rewind or turn end can be told apart into its git
-processes (command and ms) and what is left (the sidecar's Python around them). The
+names `run_git` and `converse_git` (a git kept for several requests: `mktree --batch`)
+that sidecar/checkpoints/shadow.py calls through are wrapped for the duration, so each
+snapshot, rewind or turn end can be told apart into its git processes (command and ms)
+and what is left (the sidecar's Python around them, the watch's look in a thread). The
 wrapper costs a clock read and an append per process.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,23 @@ from sidecar.checkpoints import shadow
 
 Call = tuple[str, float]  # git subcommand, ms
 RunGit = Callable[..., Awaitable[bytes]]
-_WRAPPED = "run_git"  # the name shadow.py starts every git process through
+ConverseGit = Callable[..., AbstractAsyncContextManager[Any]]
+_WRAPPED = "run_git"  # the names shadow.py starts every git process through
+_CONVERSED = "converse_git"
 # The options that tell one use of a subcommand from another in shadow.py.
-_TELLING = frozenset({"--others", "--modified", "--name-only", "--raw", "-p", "--stdin"})
+_TELLING = frozenset(
+    {
+        "--others",
+        "--modified",
+        "--name-only",
+        "--raw",
+        "-p",
+        "--stdin",
+        "--batch",
+        "--index-info",
+        "--pathspec-from-file=-",
+    }
+)
 
 
 def _name(args: Sequence[str]) -> str:
@@ -54,11 +69,26 @@ class GitTrace:
             finally:
                 self._calls.append((_name(args), (time.perf_counter_ns() - started) / 1e6))
 
+        conversing: ConverseGit = getattr(shadow, _CONVERSED)
+
+        @asynccontextmanager
+        async def traced_conversation(
+            git: str, git_dir: Path, work_tree: str, args: Sequence[str], **options: Any
+        ) -> AsyncIterator[Any]:
+            started = time.perf_counter_ns()
+            try:
+                async with conversing(git, git_dir, work_tree, args, **options) as talk:
+                    yield talk
+            finally:
+                self._calls.append((_name(args), (time.perf_counter_ns() - started) / 1e6))
+
         setattr(shadow, _WRAPPED, traced)
+        setattr(shadow, _CONVERSED, traced_conversation)
         try:
             yield self
         finally:
             setattr(shadow, _WRAPPED, original)
+            setattr(shadow, _CONVERSED, conversing)
 
 
 def _median(values: list[float]) -> float:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -137,6 +138,24 @@ class PlainGit:
         self.env = base | {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree)}
         self.work_tree = work_tree
         subprocess.run([git, "init", "-q", "--bare", str(git_dir)], env=base, check=True)
+
+    def copy(self, git_dir: Path) -> PlainGit:
+        """Another repository over the same tree holding what this one does (objects
+        hard-linked, the index copied): its stat cache filled without hashing again."""
+
+        def link(src: str, dst: str) -> None:
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
+
+        shutil.copytree(self.env["GIT_DIR"], git_dir, copy_function=link)
+        os.unlink(git_dir / "index")
+        shutil.copy2(Path(self.env["GIT_DIR"]) / "index", git_dir / "index")
+        twin = PlainGit.__new__(PlainGit)
+        twin.git, twin.work_tree = self.git, self.work_tree
+        twin.env = self.env | {"GIT_DIR": str(git_dir)}
+        return twin
 
     def _git(self, *args: str) -> bytes:
         done = subprocess.run(

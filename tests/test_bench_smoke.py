@@ -78,6 +78,7 @@ def _assert_checkpoint_fields(scenario: dict[str, Any]) -> None:
             assert any(s.startswith("plain git: add") for s in sides), sides.keys()
             assert all(stats["n"] > 0 for stats in sides.values())
         assert size["mismatched"] == 0, "a snapshot was not git's own tree of the same files"
+        assert size["from_watch"] > 0, "no timed snapshot came from the watch of the tree"
     for kind in ("rewind", "git_checkout", "turn_end"):
         assert len(raw["rewind_ms"][kind]) == 2, raw["rewind_ms"][kind]
     turns = {k: v for k, v in raw["turn_ms"].items() if k not in ("files", "first")}

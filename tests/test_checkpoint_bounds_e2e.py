@@ -134,12 +134,14 @@ async def test_a_store_an_older_snapshot_took_in_leaves_the_index_and_is_never_r
         await sidecar.prompt(sid, "$ echo one > a.txt")
     finally:
         await sidecar.close()
-    # What an older sidecar left: its store in the index and in a turn's end checkpoint.
+    # What an older sidecar left: its store in the index and in a turn's end checkpoint
+    # (and none of the files of ours an older one did not write).
     shadow = data_dir / "checkpoints" / sid
-    (shadow / "data-dirs.json").unlink(missing_ok=True)
+    for name in ("data-dirs.json", "snapshot-state.json"):
+        (shadow / name).unlink(missing_ok=True)
     (shadow / "info" / "exclude").write_text("")
     env = {**os.environ, "GIT_DIR": str(shadow), "GIT_WORK_TREE": str(workspace)}
-    for args in (["add", "-f", "store"], ["write-tree"]):
+    for args in (["read-tree", "refs/turns/1/after"], ["add", "-f", "store"], ["write-tree"]):
         done = subprocess.run(
             ["git", *args], cwd=workspace, env=env, capture_output=True, text=True, check=True
         )
@@ -156,9 +158,14 @@ async def test_a_store_an_older_snapshot_took_in_leaves_the_index_and_is_never_r
         assert [f["path"] for f in (await changes(sidecar, sid, 1))["files"]] == ["a.txt"]
         assert [f["path"] for f in (await changes(sidecar, sid, 2))["files"]] == ["b.txt"]
         listed = subprocess.run(
+            ["git", "ls-tree", "-r", "--name-only", "refs/turns/2/after"],
+            env=env, capture_output=True, text=True, check=True,
+        ).stdout.split()  # fmt: skip
+        assert listed == ["a.txt", "b.txt"]
+        indexed = subprocess.run(
             ["git", "ls-files"], env=env, capture_output=True, text=True, check=True
         ).stdout.split()
-        assert listed == ["a.txt", "b.txt"]
+        assert indexed and not [p for p in indexed if p.startswith("store")]
         done_rewind = await sidecar.call(
             "_session/rewind", {"sessionId": sid, "turn": 1, "scope": "code", "force": True}
         )

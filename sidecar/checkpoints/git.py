@@ -20,7 +20,8 @@ import asyncio
 import os
 import shutil
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
 
@@ -97,29 +98,9 @@ async def run_git(
     output only until the cap says stop, then git is stopped (its listing is not needed
     past that point) and what was read is returned. `writes_work_tree`: the call writes
     the user's files (see the module's doc)."""
-    where = work_tree if work_tree is not None else str(git_dir.parent)
-    argv = [git]
-    for setting in _SETTINGS:
-        argv += ["-c", setting]
-    if writes_work_tree:
-        argv += ["-c", "core.sharedRepository=0600"]
-    argv += list(args)
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=where,
-            env=environment(git_dir, work_tree, index),
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            umask=-1 if writes_work_tree else UMASK,
-            start_new_session=True,  # its own process group: stopped whole
-        )
-    except FileNotFoundError as exc:
-        missing = exc.filename or git
-        raise CheckpointError(f"cannot run git in {where}: {missing} does not exist") from None
-    except PermissionError:
-        raise CheckpointError(f"cannot run git in {where}: permission denied") from None
+    process = await _start(
+        git, git_dir, work_tree, args, stdin is not None, writes_work_tree, index
+    )
     if children is not None:
         children.add(process)
     try:
@@ -137,11 +118,132 @@ async def run_git(
     finally:
         if children is not None:
             children.discard(process)
-    if process.returncode not in ok_codes:
-        detail = err.decode(errors="replace").strip().splitlines()
-        reason = detail[-1] if detail else f"exit status {process.returncode}"
-        raise CheckpointError(f"git {args[0]} failed: {reason}")
+    _check(args, process.returncode, err, ok_codes)
     return out
+
+
+async def _start(
+    git: str,
+    git_dir: Path,
+    work_tree: str | None,
+    args: Sequence[str],
+    with_stdin: bool,
+    writes_work_tree: bool,
+    index: Path | None,
+) -> asyncio.subprocess.Process:
+    where = work_tree if work_tree is not None else str(git_dir.parent)
+    argv = [git]
+    for setting in _SETTINGS:
+        argv += ["-c", setting]
+    if writes_work_tree:
+        argv += ["-c", "core.sharedRepository=0600"]
+    argv += list(args)
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=where,
+            env=environment(git_dir, work_tree, index),
+            stdin=asyncio.subprocess.PIPE if with_stdin else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            umask=-1 if writes_work_tree else UMASK,
+            start_new_session=True,  # its own process group: stopped whole
+        )
+    except FileNotFoundError as exc:
+        missing = exc.filename or git
+        raise CheckpointError(f"cannot run git in {where}: {missing} does not exist") from None
+    except PermissionError:
+        raise CheckpointError(f"cannot run git in {where}: permission denied") from None
+
+
+def _check(args: Sequence[str], code: int | None, err: bytes, ok_codes: tuple[int, ...]) -> None:
+    if code not in ok_codes:
+        detail = err.decode(errors="replace").strip().splitlines()
+        reason = detail[-1] if detail else f"exit status {code}"
+        raise CheckpointError(f"git {args[0]} failed: {reason}")
+
+
+class Conversation:
+    """A git that answers one line per request on its stdin (`mktree --batch`)."""
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        args: Sequence[str],
+        errors: asyncio.Future[bytes],
+    ) -> None:
+        self._process = process
+        self._args = args
+        self._errors = errors  # its stderr, read to the end alongside
+
+    async def ask_all(self, requests: Sequence[bytes]) -> list[bytes]:
+        """Several requests at once, their answers in order (written while they are read:
+        neither side waits on a full pipe)."""
+        assert self._process.stdin is not None
+        stdin = self._process.stdin
+
+        async def send() -> None:
+            try:
+                for request in requests:
+                    stdin.write(request)
+                    await stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # git is gone: its own words come with the missing answers
+
+        sending = asyncio.ensure_future(send())
+        try:
+            answers = [await self._answer() for _ in requests]
+        except BaseException:
+            sending.cancel()
+            raise
+        await sending
+        return answers
+
+    async def _answer(self) -> bytes:
+        assert self._process.stdout is not None
+        line = await self._process.stdout.readline()
+        if not line.endswith(b"\n"):
+            await self._process.wait()
+            _check(self._args, self._process.returncode, await self._errors, ())
+        return line.rstrip(b"\n")
+
+
+@asynccontextmanager
+async def converse_git(
+    git: str,
+    git_dir: Path,
+    work_tree: str,
+    args: Sequence[str],
+    *,
+    children: Children | None = None,
+) -> AsyncIterator[Conversation]:
+    """A git kept running for several requests (each answered before the next is
+    written), stopped with its process group when the block is left early; at the end
+    its exit is checked like `run_git`'s."""
+    process = await _start(git, git_dir, work_tree, args, True, False, None)
+    if children is not None:
+        children.add(process)
+    errors = asyncio.ensure_future(_stderr(process))
+    done = False
+    try:
+        yield Conversation(process, args, errors)
+        assert process.stdin is not None
+        process.stdin.close()
+        await _reaped(process)
+        done = True
+    finally:
+        if not done:
+            _kill_group(process)
+            await _reaped(process)
+        if children is not None:
+            children.discard(process)
+        err = await errors
+    _check(args, process.returncode, err, (0,))
+
+
+async def _stderr(process: asyncio.subprocess.Process) -> bytes:
+    assert process.stderr is not None
+    return await process.stderr.read()
 
 
 class RecordCap:

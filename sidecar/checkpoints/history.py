@@ -13,16 +13,20 @@ data dir of ours that an older snapshot took in) is never listed as changed or r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
 
 from sidecar.checkpoints.shadow import RestorePlan, ShadowRepo
 from sidecar.domain.errors import CheckpointError
 from sidecar.domain.files import Conflict, FileStatus, Skipped, TurnChanges
 
 MAX_FILES: Final = 1000  # files listed per turn (the total is always given)
+READS_AT_ONCE: Final = 4  # git processes a rewind's plan runs at once
 CHANGED_OUTSIDE: Final = "changed outside the session since the session last changed it"
 
+T = TypeVar("T")
 StepKey = tuple[int, int, int]  # (turn, 0, 0) for a turn; (turns, 1, k) for a rewind
 
 
@@ -126,38 +130,57 @@ class RewindPlan:
     restore: tuple[str, ...]
     delete: tuple[str, ...]
     conflicts: tuple[Conflict, ...]
+    wanted: dict[str, str] = field(default_factory=dict)  # restored path -> "mode oid"
+
+
+async def last_writers(
+    repo: ShadowRepo, ordered: list[Step], since: StepKey, current: str | None
+) -> tuple[dict[str, str], bool]:
+    """path -> the tree of the session's last change to it, for the steps from `since` on;
+    and whether every step's end was known (without `current`, a step cut short by a crash
+    has none: it is left out, and False says so)."""
+    steps_since: list[tuple[str, str]] = []  # (before, after) of each step that changed files
+    whole = True
+    for index, step in enumerate(ordered):
+        if step.key < since or step.before is None:
+            continue
+        after = end_of(ordered, index, current)
+        whole = whole and after is not None
+        if after is not None and after != step.before:
+            steps_since.append((step.before, after))
+    changed = await _together([repo.changed_paths(b, a) for b, a in steps_since])
+    last_writer: dict[str, str] = {}
+    for (_before, after), paths in zip(steps_since, changed, strict=True):
+        for path in paths:
+            last_writer[path] = after
+    return last_writer, whole
 
 
 async def plan_rewind(
     repo: ShadowRepo,
-    ordered: list[Step],
-    since: StepKey,
+    last_writer: dict[str, str],
     target: str,
     current: str,
     *,
     force: bool,
 ) -> RewindPlan:
-    """Bring back `target` for every file a step from `since` on changed."""
-    last_writer: dict[str, str] = {}  # path -> the tree of the session's last change to it
-    for index, step in enumerate(ordered):
-        if step.key < since or step.before is None:
-            continue
-        after = end_of(ordered, index, current)
-        if after is None or after == step.before:
-            continue
-        for path in await repo.changed_paths(step.before, after):
-            last_writer[path] = after
+    """Bring back `target` for every file the steps since changed (`last_writers`)."""
     skipped = repo.skipped()
     ours = repo.stores()
     touched = sorted(p for p in last_writer if p not in skipped and not p.startswith(ours))
-    now = await repo.entries(current, touched)
-    wanted = await repo.entries(target, touched)
     by_tree: dict[str, list[str]] = {}
     for path in touched:
         by_tree.setdefault(last_writer[path], []).append(path)
+    now, wanted, *left = await _together(
+        [
+            repo.entries(current, touched),
+            repo.entries(target, touched),
+            *(repo.entries(tree, paths) for tree, paths in by_tree.items()),
+        ]
+    )
     session_left: dict[str, str] = {}
-    for tree, paths in by_tree.items():
-        session_left.update(await repo.entries(tree, paths))
+    for found in left:
+        session_left.update(found)
     restore: list[str] = []
     delete: list[str] = []
     conflicts: list[Conflict] = []
@@ -169,12 +192,31 @@ async def plan_rewind(
             if not force:
                 continue
         (restore if path in wanted else delete).append(path)
-    return RewindPlan(tuple(restore), tuple(delete), tuple(conflicts))
+    return RewindPlan(
+        tuple(restore), tuple(delete), tuple(conflicts), {p: wanted[p] for p in restore}
+    )
+
+
+async def _together(reads: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Independent reads of the repository (a git process each), a few at a time: a
+    rewind waits for the slowest, not for their sum."""
+    room = asyncio.Semaphore(READS_AT_ONCE)
+
+    async def one(read: Coroutine[Any, Any, T]) -> T:
+        async with room:
+            return await read
+
+    return list(await asyncio.gather(*(one(read) for read in reads)))
 
 
 def next_rewind_number(ordered: list[Step]) -> int:
     return 1 + max((s.key[2] for s in ordered if s.is_rewind), default=0)
 
 
-def restore_plan(plan: RewindPlan, target: str, turns: int, number: int) -> RestorePlan:
-    return RestorePlan(target, plan.restore, plan.delete, rewind_ref(turns, number))
+def restore_plan(
+    plan: RewindPlan, target: str, turns: int, number: int, before: str
+) -> RestorePlan:
+    """`before`: the tree now (what the restore changes, recorded as `<ref>/before`)."""
+    return RestorePlan(
+        target, plan.restore, plan.delete, rewind_ref(turns, number), before, plan.wanted
+    )

@@ -1,34 +1,27 @@
 """A session's shadow repository: snapshots of its working tree, as git trees under refs.
 
 The repository lives in the sidecar's data dir (one per session), is bare, and is used
-with the session cwd as work tree; its index is its own, so git's stat cache makes a
-snapshot of an unchanged tree cost a walk of the directory, not a read of every file.
-Snapshots are trees (no commits), kept alive by refs; the refs are the checkpoints.
+with the session cwd as work tree. Snapshots are trees (no commits), kept alive by refs;
+the refs are the checkpoints. What they leave out is `exclusions.py`'s.
 
-Left out of every snapshot: what the work tree's `.gitignore` files (and the user's own
-`.git/info/exclude`) ignore, `.git` itself, nested repositories, and files larger than
-`max_file_bytes` — the last two listed as skipped and never touched by a restore — and
-every data dir of ours inside the work tree (never listed, never diffed, never restored:
-a snapshot of the store that holds the snapshots grows with every turn). Our own data dir
-is excluded before the first listing; another one (a second sidecar's, an older one's) is
-recognised from the paths git lists anyway, with no walk of ours: a `sessions.db` beside a
-`checkpoints/` directory, or a `checkpoints/<id>/first-turn` beside that repository's
-`HEAD` (a shadow repository of ours: a store other than SQLite has no `sessions.db`). From
-then on git does not enter it, and whatever an older snapshot took of it leaves the index.
-
-A tree with more than `max_files` files to snapshot (0: no bound) is refused with
-`TreeRefused` before anything is hashed or staged: the count is the index's entries plus
-the new files git lists, and that listing is read only up to the bound (git is stopped
-there). git still walks the directories' names before it prints (300,000 files: about
-0.4 s here), so the caller refuses once and does not ask again each turn.
+A snapshot is taken one of two ways. With a watch of the tree (`watch`: the runtime's
+checkpoints keep one, `fs/live_watch.py`), it is the last snapshot with only the paths
+the kernel saw change since looked at again (`watched.py`): a handful of git processes
+whatever the size of the tree. Otherwise -- no watch, the first snapshot of a runtime,
+the watch lost track (its queue overflowed, a directory moved out, too many changes), a
+change only a walk can judge (a `.gitignore`), and every `verify_every`-th snapshot, for
+a change no event reports (a write through a shared memory mapping, or through a hard link
+from outside the tree) -- it is a walk of
+the whole tree with the index as git's stat cache (`walked.py`). Both give the same
+tree for the same files (tests/test_checkpoint_watch.py holds them to it).
 
 Every git child runs with umask 077 and in its own process group (`git.py`); `stop` kills
-the running ones and refuses new ones (a runtime closing never waits on a snapshot: what a
-killed git leaves, a stale `index.lock`, is cleared by the next use).
+the running ones, closes the watch and refuses new ones (a runtime closing never waits on
+a snapshot: what a killed git leaves, a stale `index.lock`, is cleared by the next use).
 
 Only the session's one runtime writes here (the lease); an operation cut short (a
 SIGKILL mid-snapshot, mid-restore) is finished or undone by the next `open`: a stale
-`index.lock` is removed, and a restore's journal is replayed to the end.
+`index.lock` is removed, and a restore's journal is replayed to the end (`restore.py`).
 """
 
 from __future__ import annotations
@@ -38,94 +31,52 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sidecar.checkpoints.git import Children, RecordCap, run_git, stop_children
+from sidecar.checkpoints import restore as restoring
+from sidecar.checkpoints import watched
+from sidecar.checkpoints.atomic import remove_quietly, write_atomically
+from sidecar.checkpoints.exclusions import FIRST_TURN, Exclusions, store_inside
+from sidecar.checkpoints.git import (
+    Children,
+    Conversation,
+    RecordCap,
+    converse_git,
+    run_git,
+    stop_children,
+)
+from sidecar.checkpoints.restore import RestorePlan, chunks
+from sidecar.checkpoints.walked import TreeRefused, Walker
 from sidecar.domain.errors import CheckpointError
 from sidecar.domain.files import FileChange, FileStatus, Skipped
+from sidecar.fs.live_watch import LiveWatch
+from sidecar.fs.tree_watch import WatchBudget
 
-EMPTY_TREE: Final = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-JOURNAL: Final = "restore-journal.json"
-FIRST_TURN: Final = "first-turn"
-SKIPPED: Final = "skipped.json"
-STORES: Final = "data-dirs.json"  # the data dirs of ours found in the work tree ("dir/")
+__all__ = ["RestorePlan", "ShadowRepo", "Snapshot", "TreeRefused"]
+
 STOPPED: Final = "checkpoints stopped: the session is closing"
+STATE: Final = "snapshot-state.json"  # the last snapshot's tree, the tree the index holds
+WATCHED_INDEX: Final = "index.watched"  # the scratch index of snapshots from a watch
+EMPTY_INDEX: Final = "index.none"  # never written: an index with nothing in it
 MAX_DIFF_BYTES: Final = 512 * 1024
-_PATH_CHUNK: Final = 500  # paths per git argv (well inside ARG_MAX)
-# Snapshots staging only the paths git listed, between two that stage with a whole
-# `add -A` pass (which also refreshes git's stat and untracked caches: a file touched but
-# not changed is otherwise compared by content by every listing until then).
-_FULL_PASS_EVERY: Final = 32
+# Snapshots from a watch between two walks (a walk also catches what no event reports).
+VERIFY_EVERY: Final = 64
+# Changed paths a snapshot from a watch looks at, at most (past it, hashing them one by
+# one through git's pathspecs costs more than a walk): a tenth of the tree, within these.
+LOOK_AT: Final = (100, 1000)
+# Paths a watch holds between two snapshots; past it the watch gives up (a walk follows).
+WATCH_HOLDS: Final = 10_000
+SEEN_AT_MOST: Final = 100_000  # files remembered as last hashed (past it: forgotten)
 
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     tree: str
     skipped: tuple[Skipped, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RestorePlan:
-    """What a restore writes: `restore` paths from `target`, `delete` paths removed."""
-
-    target: str
-    restore: tuple[str, ...]
-    delete: tuple[str, ...]
-    ref: str  # the checkpoint ref the result is recorded under (`<ref>/after`)
-
-
-def _exclude_line(path: str) -> str:
-    """A gitignore line matching exactly this one path, from the work tree's root."""
-    escaped = "".join("\\" + c if c in "*?[]\\!# " else c for c in path.rstrip("/"))
-    return "/" + escaped + ("/" if path.endswith("/") else "")
-
-
-class TreeRefused(CheckpointError):
-    """The work tree is not one to snapshot (too many files); the session goes on without
-    checkpoints."""
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def store_inside(data_dir: Path | None, work_tree: str) -> str | None:
-    """`data_dir` as a path of the work tree ("dir/"), if it is inside it."""
-    if data_dir is None:
-        return None
-    relative = os.path.relpath(os.path.realpath(data_dir), os.path.realpath(work_tree))
-    if relative == "." or relative == ".." or relative.startswith("../"):
-        return None
-    return relative + "/"
-
-
-def _store_of(work_tree: str, path: str) -> str | None:
-    """The data dir of ours a listed path lies in ("dir/"), if it is one (see the module's
-    doc: two stats, only for the two names that can say so)."""
-    parts = path.split("/")
-    if parts[-1] == "sessions.db":
-        root = parts[:-1]
-        mark = os.path.join(work_tree, *root, "checkpoints")
-        found = os.path.isdir(mark)
-    elif len(parts) >= 3 and parts[-1] == FIRST_TURN and parts[-3] == "checkpoints":
-        root = parts[:-3]
-        found = os.path.isfile(os.path.join(work_tree, *parts[:-1], "HEAD"))
-    else:
-        return None
-    return "/".join(root) + "/" if found and root else None
-
-
-def _under(path: str, stores: set[str]) -> bool:
-    return path.startswith(tuple(stores))
 
 
 def _make_private(git_dir: Path) -> None:
@@ -149,17 +100,41 @@ class ShadowRepo:
         *,
         max_files: int = 0,
         data_dir: Path | None = None,
+        watch: WatchBudget | None = None,
+        verify_every: int = VERIFY_EVERY,
     ) -> None:
         self.git_dir = git_dir
         self.work_tree = work_tree
         self.max_file_bytes = max_file_bytes
-        self.max_files = max_files  # 0: no bound
         self._git = git
         self._own_store = store_inside(data_dir, work_tree)
+        self._exclusions = Exclusions(git_dir, work_tree, max_file_bytes)
+        self._walker = Walker(self._run, self._exclusions, self._own_store, max_files)
         self._lock = asyncio.Lock()  # one mutating operation at a time
-        self._since_full_pass = _FULL_PASS_EVERY  # the first snapshot stages everything
         self._children: Children = set()
         self._stopped = False
+        # Snapshots from a watch: started at the first snapshot, closed by `stop`.
+        skip = frozenset({self._own_store.rstrip("/")}) if self._own_store else frozenset()
+        self._watch = (
+            LiveWatch(work_tree, watch, skip_dirs=skip, max_changed=WATCH_HOLDS)
+            if watch is not None
+            else None
+        )
+        self._verify_every = verify_every
+        self._tree: str | None = None  # the last snapshot's (or restore's) tree
+        self._index_holds: str | None = None  # the tree the index was last written for
+        self._known = False  # both read from STATE (once per process)
+        self._from_watch_ok = False  # `_tree` is the tree as of the watch's last look
+        self._since_walk = 0
+        self._added_since_walk = 0  # files snapshots from the watch added (`max_files`)
+        # Files as `lstat` found them when a snapshot from the watch hashed them.
+        self._seen: dict[str, watched.Seen] = {}
+        self.walks = 0  # snapshots taken each way, for the curious (tests, the benchmark)
+        self.from_watch = 0
+
+    @property
+    def max_files(self) -> int:
+        return self._walker.max_files
 
     async def _run(
         self,
@@ -186,10 +161,23 @@ class ShadowRepo:
             index=index,
         )
 
+    @asynccontextmanager
+    async def _converse(self, *args: str) -> AsyncIterator[Conversation]:
+        if self._stopped:
+            raise CheckpointError(STOPPED)
+        _check_work_tree(self.work_tree)
+        async with converse_git(
+            self._git, self.git_dir, self.work_tree, args, children=self._children
+        ) as conversation:
+            yield conversation
+
     def stop(self) -> None:
-        """Kill the git processes running for this repository and refuse any new one."""
+        """Kill the git processes running for this repository, close the watch, and refuse
+        any new one."""
         self._stopped = True
         stop_children(self._children)
+        if self._watch is not None:
+            self._watch.close()
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -214,19 +202,19 @@ class ShadowRepo:
                     children=self._children,
                 )
                 os.chmod(self.git_dir, 0o700)
-                _write_atomically(self.git_dir / FIRST_TURN, str(first_turn).encode())
+                write_atomically(self.git_dir / FIRST_TURN, str(first_turn).encode())
             elif stat.S_IMODE((self.git_dir / "config").stat().st_mode) & 0o077:
                 await asyncio.to_thread(_make_private, self.git_dir)
             self._clear_stale_lock()
-            journal = self._journal()
+            journal = restoring.read_journal(self.git_dir)
             if journal is not None:
                 await self._apply(journal)
 
     def _clear_stale_lock(self) -> None:
         # We are the only writer (the session's lease); a lock left now is a dead git's.
-        for name in ("index.lock", "info/exclude.lock"):
+        for name in ("index", "info/exclude", WATCHED_INDEX, restoring.SCRATCH):
             try:
-                (self.git_dir / name).unlink()
+                (self.git_dir / (name + ".lock")).unlink()
             except FileNotFoundError:
                 pass
 
@@ -250,43 +238,119 @@ class ShadowRepo:
 
     # ---- snapshots -----------------------------------------------------------------------
 
-    async def snapshot(self) -> Snapshot:
-        """The work tree now, as a tree id (changed files hashed, the rest from the stat
-        cache)."""
+    async def snapshot(self, look_again: Iterable[str] = ()) -> Snapshot:
+        """The work tree now, as a tree id (see the module's doc for the two ways).
+        `look_again`: paths looked at again whatever the watch says, unless they are as
+        this runtime last hashed them (what a rewind is about to write: a change no event
+        reported, through a mapping or a hard link, still shows)."""
         async with self._lock:
             self._clear_stale_lock()
-            skipped, changed = await self._refresh_skipped()
-            await self._stage(changed)
-            tree = (await self._run("write-tree")).decode().strip()
+            self._load_state()
+            changed = await self._look()
+            if changed is not None:
+                taken = await self._from_watch(changed | self._not_as_seen(look_again))
+                if taken is not None:
+                    return taken
+            tree, skipped = await self._walker.snapshot(self._index_holds, self._tree)
+            self._tree = self._index_holds = tree
+            self._since_walk = self._added_since_walk = 0
+            self._seen.clear()  # the walk hashed what changed: nothing of it is known here
+            self._from_watch_ok = self._watch is not None and self._watch.watching
+            self._save_state()
+            self.walks += 1
             return Snapshot(tree, skipped)
 
-    async def _stage(self, changed: list[str] | None) -> None:
-        """Bring the index to the work tree. `changed`: the paths git just listed as new,
-        modified or deleted (nothing else can differ), or None when the exclusions changed
-        since that listing (then only a whole pass knows what is in)."""
-        self._since_full_pass += 1
-        if changed is not None and self._since_full_pass < _FULL_PASS_EVERY:
-            if not changed:
-                return
-            listed = b"".join(p.encode(errors="surrogateescape") + b"\0" for p in changed)
-            try:
-                await self._run("update-index", "--add", "--remove", "-z", "--stdin", stdin=listed)
-                return
-            except CheckpointError:
-                pass  # a path git takes only in a whole pass (unreadable, a file now a dir)
-        # One pass over the tree; --ignore-errors: an unreadable file is left out, the
-        # others still go in.
-        await self._run("add", "-A", "--ignore-errors", ok=(0, 1))
-        self._since_full_pass = 0
+    async def _look(self) -> set[str] | None:
+        """What changed since the last snapshot, if the watch knows; else None, with a
+        fresh watch started before the walk that follows (whose tree it then follows)."""
+        if self._watch is None:
+            return None
+        changed = await self._watch.take()
+        known = self._from_watch_ok and self._tree is not None
+        self._from_watch_ok = False  # until a snapshot takes what was just taken
+        if changed is None:
+            await self._watch.restart()
+        return changed if known else None
 
-    def _load_skipped(self) -> dict[str, str]:
+    async def _from_watch(self, changed: set[str]) -> Snapshot | None:
+        """A snapshot from what the watch saw change; None when a walk must decide."""
+        assert self._tree is not None
+        ex = self._exclusions
+        if self._since_walk + 1 >= self._verify_every or ex.users_changed():
+            return None
+        entries = self._walker.index_entries(self.git_dir) + self._added_since_walk
+        limit = min(max(entries // 10, LOOK_AT[0]), LOOK_AT[1])
+        skipped, stores = ex.skipped(), ex.stores()
+        if self._own_store is not None:
+            stores.add(self._own_store)
+        plan = watched.plan(changed, ex, skipped, stores, limit)
+        if plan is None:
+            return None
+        if self.max_files and entries + len(plan.files) > self.max_files:
+            return None  # the walk counts exactly, and refuses
+        git = watched.Git(
+            self._run,
+            self._converse,
+            self.git_dir / WATCHED_INDEX,
+            self.git_dir / EMPTY_INDEX,
+            self.git_dir / "objects",
+        )
         try:
-            raw = json.loads((self.git_dir / SKIPPED).read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"cannot read {self.git_dir / SKIPPED}: {exc}") from None
-        return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+            applied = await watched.apply(
+                plan, self._tree, git, skipped, lambda now: ex.write(now, stores)
+            )
+        except CheckpointError:
+            if self._stopped:
+                raise
+            applied = None  # e.g. a directory read while it was being replaced
+        if applied is None:
+            return None
+        self._tree = applied.tree
+        self._since_walk += 1
+        self._added_since_walk += applied.added
+        if len(self._seen) > SEEN_AT_MOST:
+            self._seen.clear()
+        for path in (*plan.gone, *plan.dirs, *plan.others, *plan.big):
+            self._seen.pop(path, None)
+        self._seen.update(plan.seen)
+        self._from_watch_ok = True
+        self._save_state()
+        self.from_watch += 1
+        found = tuple(Skipped(path, why) for path, why in sorted(applied.skipped.items()))
+        return Snapshot(applied.tree, found)
+
+    def _not_as_seen(self, paths: Iterable[str]) -> set[str]:
+        found = set()
+        for path in paths:
+            if not path or path.startswith("/") or ".." in path.split("/"):
+                continue  # not a path of the tree (a caller's argument, not yet checked)
+            try:
+                now: watched.Seen | None = watched.seen(
+                    os.lstat(os.path.join(self.work_tree, path))
+                )
+            except OSError:
+                now = None
+            if now is None or now != self._seen.get(path):
+                found.add(path)
+        return found
+
+    def _load_state(self) -> None:
+        """Where the last runtime left off: its last snapshot, and what its index holds."""
+        if self._known:
+            return
+        self._known = True
+        try:
+            raw = json.loads((self.git_dir / STATE).read_text())
+        except (OSError, ValueError):
+            return  # none (a repository from before it, or never written): as it is
+        if isinstance(raw, dict):
+            tree, index = raw.get("tree"), raw.get("index")
+            self._tree = tree if isinstance(tree, str) else None
+            self._index_holds = index if isinstance(index, str) else None
+
+    def _save_state(self) -> None:
+        body = json.dumps({"tree": self._tree, "index": self._index_holds}).encode()
+        write_atomically(self.git_dir / STATE, body, durable=False)  # a hint: see walked.py
 
     def first_turn(self) -> int:
         """The first turn these checkpoints cover (1 when not recorded)."""
@@ -299,145 +363,15 @@ class ShadowRepo:
         return int(text) if text.isdigit() else 1
 
     def skipped(self) -> dict[str, str]:
-        return self._load_skipped()
-
-    def _load_stores(self) -> set[str]:
-        try:
-            raw = json.loads((self.git_dir / STORES).read_text())
-        except FileNotFoundError:
-            return set()
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"cannot read {self.git_dir / STORES}: {exc}") from None
-        return {str(p) for p in raw} if isinstance(raw, list) else set()
+        return self._exclusions.skipped()
 
     def stores(self) -> tuple[str, ...]:
         """The data dirs of ours in the work tree ("dir/"): never in a snapshot, a list of
         changes or a restore."""
-        found = self._load_stores()
+        found = self._exclusions.stores()
         if self._own_store is not None:
             found.add(self._own_store)
         return tuple(sorted(found))
-
-    def _index_entries(self) -> int:
-        """How many paths the index holds (its header says: no read of the rest)."""
-        try:
-            with open(self.git_dir / "index", "rb") as handle:
-                head = handle.read(12)
-        except FileNotFoundError:
-            return 0
-        if len(head) < 12 or head[:4] != b"DIRC":
-            return 0
-        return int.from_bytes(head[8:12], "big")
-
-    def _too_many(self) -> str:
-        return (
-            f"checkpoints are off for this session: {self.work_tree} has more than "
-            f"{self.max_files} files to snapshot (those .gitignore leaves in), too many to "
-            "take before every turn; open the session in the project's own directory, or "
-            "raise --checkpoint-max-files (0: no bound)"
-        )
-
-    async def _leave_out(self, stores: set[str], added: Iterable[str]) -> None:
-        """Record the data dirs of ours, tell git to leave them out, and take out of the
-        index whatever an older snapshot took of the `added` ones."""
-        self._write_excludes(self._load_skipped(), stores)
-        # -f: without it git refuses an entry whose file changed since (the store always has).
-        for chunk in _chunks(sorted(p.rstrip("/") for p in added)):
-            await self._run("rm", "-r", "-f", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
-
-    def _reason(self, path: str) -> str | None:
-        if path.endswith("/"):
-            return "a nested git repository"
-        try:
-            info = os.lstat(os.path.join(self.work_tree, path))
-        except OSError:
-            return None
-        if stat.S_ISREG(info.st_mode) and info.st_size > self.max_file_bytes:
-            return f"larger than {self.max_file_bytes} bytes"
-        return None
-
-    async def _refresh_skipped(self) -> tuple[tuple[Skipped, ...], list[str] | None]:
-        """Decide what this snapshot leaves out, and tell git (info/exclude). Looks only at
-        new and modified files (git lists them from its caches) and at what was skipped
-        before: an unchanged tree costs no extra stats. Also the listed paths that go in
-        (None when the exclusions changed: the listing was made under the old ones)."""
-        before = self._load_skipped()
-        stores = self._load_stores()
-        exclude = self.git_dir / "info" / "exclude"
-        if self._own_store is not None and self._own_store not in stores or not exclude.exists():
-            # Before the first listing: git never walks into our own store.
-            added = {self._own_store} - stores if self._own_store is not None else set()
-            stores |= added
-            await self._leave_out(stores, added)
-        # One pass: new files ("? path") and changed tracked ones ("C path"), from git's
-        # caches (the untracked cache, the index's stat data); cut once the new files alone
-        # pass the bound.
-        found: set[str] = set()
-
-        def counts(record: bytes) -> bool:
-            tag, _, raw = record.partition(b" ")
-            path = raw.decode(errors="surrogateescape")
-            store = _store_of(self.work_tree, path)
-            if store is not None and store not in stores:
-                found.add(store)
-            return tag == b"?" and not _under(path, stores | found)
-
-        cap = RecordCap(self.max_files, counts) if self.max_files else None
-        listed = await self._run(
-            "ls-files", "-z", "-t", "--others", "--modified", "--exclude-standard", records=cap
-        )
-        if cap is not None and cap.stopped:
-            raise TreeRefused(self._too_many())
-        candidates: set[str] = set()
-        tracked_changed: set[str] = set()
-        for record in listed.decode(errors="surrogateescape").split("\0"):
-            tag, _, path = record.partition(" ")
-            if not path:
-                continue
-            if cap is None:
-                store = _store_of(self.work_tree, path)
-                if store is not None and store not in stores:
-                    found.add(store)
-            (candidates if tag == "?" else tracked_changed).add(path)
-        stores_changed = bool(found)
-        if found:
-            stores |= found
-            await self._leave_out(stores, found)
-        candidates = {p for p in candidates if not _under(p, stores)}
-        tracked_changed = {p for p in tracked_changed if not _under(p, stores)}
-        if self.max_files and self._index_entries() + len(candidates) > self.max_files:
-            raise TreeRefused(self._too_many())
-        now: dict[str, str] = {}
-        for path in candidates | tracked_changed | set(before):
-            reason = self._reason(path)
-            if reason is not None:
-                now[path] = reason
-        changed: list[str] | None = sorted((candidates | tracked_changed) - set(now))
-        if now != before:
-            self._write_excludes(now, stores)
-            changed = None
-        elif stores_changed:
-            changed = None  # listed under the old exclusions
-        newly_out = sorted(p for p in now if p in tracked_changed)
-        for chunk in _chunks(newly_out):
-            await self._run("rm", "-q", "--cached", "--ignore-unmatch", "--", *chunk)
-        return tuple(Skipped(path, reason) for path, reason in sorted(now.items())), changed
-
-    def _write_excludes(self, skipped: dict[str, str], stores: set[str]) -> None:
-        lines = ["# written by acp-session-host: what checkpoints leave out"]
-        try:
-            own = Path(self.work_tree, ".git", "info", "exclude").read_text(errors="replace")
-            lines += ["# the work tree's own .git/info/exclude:", own]
-        except OSError:
-            pass  # no repository there, or none of its own excludes: nothing to add
-        lines += [_exclude_line(path) for path in sorted(skipped)]
-        # Last: no negation in the user's own excludes can bring a store of ours back in.
-        lines += ["# data dirs of acp-session-host:"] + [_exclude_line(p) for p in sorted(stores)]
-        info = self.git_dir / "info"
-        info.mkdir(mode=0o700, exist_ok=True)
-        _write_atomically(info / "exclude", ("\n".join(lines) + "\n").encode())
-        _write_atomically(self.git_dir / SKIPPED, json.dumps(skipped).encode())
-        _write_atomically(self.git_dir / STORES, json.dumps(sorted(stores)).encode())
 
     # ---- refs ----------------------------------------------------------------------------
 
@@ -521,7 +455,7 @@ class ShadowRepo:
     async def entries(self, tree: str, paths: Sequence[str]) -> dict[str, str]:
         """path -> "mode oid" in `tree`, for the paths it has (absent: not in the tree)."""
         found: dict[str, str] = {}
-        for chunk in _chunks(paths):
+        for chunk in chunks(paths):
             out = await self._run("ls-tree", "-r", "-z", "--full-tree", tree, "--", *chunk)
             for record in out.decode(errors="surrogateescape").split("\0"):
                 if not record:
@@ -558,49 +492,29 @@ class ShadowRepo:
                     raise
                 return (await self._run("write-tree", index=scratch)).decode().strip()
             finally:
-                await asyncio.to_thread(_remove_quietly, scratch)
+                remove_quietly(scratch)
 
     # ---- restoring -----------------------------------------------------------------------
 
-    def _journal(self) -> RestorePlan | None:
-        try:
-            raw = json.loads((self.git_dir / JOURNAL).read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            raise CheckpointError(f"cannot read the restore journal: {exc}") from None
-        return RestorePlan(raw["target"], tuple(raw["restore"]), tuple(raw["delete"]), raw["ref"])
-
     @property
     def restore_pending(self) -> bool:
-        return (self.git_dir / JOURNAL).exists()
+        return (self.git_dir / restoring.JOURNAL).exists()
 
     async def restore(self, plan: RestorePlan) -> Snapshot:
         """Write the plan into the work tree; journaled first, so a restore cut short is
         finished by the next `open` (or a retry) rather than left half done."""
         async with self._lock:
             self._clear_stale_lock()
-            body = {
-                "target": plan.target,
-                "restore": list(plan.restore),
-                "delete": list(plan.delete),
-                "ref": plan.ref,
-            }
-            _write_atomically(self.git_dir / JOURNAL, json.dumps(body).encode())
+            restoring.write_journal(self.git_dir, plan)
             return await self._apply(plan)
 
     async def _apply(self, plan: RestorePlan) -> Snapshot:
         """Idempotent: running it twice (after a crash) gives the same tree."""
-        _delete(self.work_tree, plan.delete)
-        for chunk in _chunks(plan.restore):
-            await self._run("checkout", plan.target, "--", *chunk, writes_work_tree=True)
-        # Only what the restore touched is re-read (checkout already staged the restored
-        # paths; this records the deletions): anything else the next snapshot sees.
-        for chunk in _chunks(plan.delete):
-            await self._run("add", "-A", "--ignore-errors", "--", *chunk, ok=(0, 1))
-        tree = (await self._run("write-tree")).decode().strip()
-        await self._run("update-ref", plan.ref + "/after", tree)
-        (self.git_dir / JOURNAL).unlink()
+        self._load_state()
+        tree = await restoring.apply(plan, self._run, self._converse, self.work_tree, self.git_dir)
+        # What the restore wrote, the watch saw: the next snapshot looks at it again.
+        self._tree = tree
+        self._save_state()
         return Snapshot(tree)
 
 
@@ -609,41 +523,3 @@ def _check_work_tree(work_tree: str) -> None:
         raise CheckpointError(f"the session directory {work_tree} no longer exists")
     if not os.access(work_tree, os.R_OK | os.X_OK):
         raise CheckpointError(f"the session directory {work_tree} is not readable")
-
-
-def _delete(work_tree: str, paths: Iterable[str]) -> None:
-    root = os.path.realpath(work_tree)
-    for path in paths:
-        full = os.path.join(root, path)
-        try:
-            os.unlink(full)
-        except FileNotFoundError:
-            pass  # already gone: a journaled restore replayed after a crash
-        except IsADirectoryError:
-            shutil.rmtree(full)
-        _prune_empty_parents(root, os.path.dirname(full))
-
-
-def _remove_quietly(path: Path) -> None:
-    """A scratch file gone or never made: either is fine."""
-    path.unlink(missing_ok=True)
-
-
-def _chunks(items: Sequence[str] | Iterable[str]) -> Iterable[list[str]]:
-    batch: list[str] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) >= _PATH_CHUNK:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _prune_empty_parents(root: str, directory: str) -> None:
-    while directory.startswith(root + "/"):
-        try:
-            os.rmdir(directory)
-        except OSError:
-            return  # not empty (or gone): stop
-        directory = os.path.dirname(directory)

@@ -20,6 +20,7 @@ from sidecar.checkpoints.history import history, rewind_ref, turn_ref
 from sidecar.checkpoints.shadow import ShadowRepo
 from sidecar.domain.errors import CheckpointError
 from sidecar.fs.trash import move_aside
+from sidecar.fs.tree_watch import WatchBudget
 
 DEFAULT_MAX_FILE_BYTES: Final = 10 * 1024 * 1024
 # Files a tree may have to be snapshotted (0: no bound). A large real project is well
@@ -48,6 +49,8 @@ class CheckpointStore:
         # The sidecar's data dir (default: the one the checkpoints are in): never snapshotted.
         self.data_dir = data_dir if data_dir is not None or root is None else root.parent
         self._git = git if git is not None else git_binary()
+        # What the runtimes' watches of their trees may hold together (`fs/tree_watch.py`).
+        self.watches = WatchBudget()
 
     @property
     def problem(self) -> str | None:
@@ -96,6 +99,7 @@ class CheckpointStore:
             self._git,
             max_files=self.max_files,
             data_dir=self.data_dir,
+            watch=self.watches,
         )
 
     def detach(self, session_id: str) -> Path | None:

@@ -23,6 +23,7 @@ import logging
 
 from sidecar.checkpoints.history import (
     history,
+    last_writers,
     next_rewind_number,
     plan_rewind,
     restore_plan,
@@ -199,15 +200,19 @@ class TurnCheckpoints:
                 return CodeRewind((), (), (), None)  # the session changed nothing since
             since, target = start.key, start.before
         assert target is not None
-        current = (await repo.snapshot()).tree
-        plan = await plan_rewind(repo, ordered, since, target, current, force=force)
+        writers, whole = await last_writers(repo, ordered, since, None)
+        # The files the rewind may write are looked at again whatever the watch says: a
+        # change no event reported is still seen as the user's (a conflict).
+        current = (await repo.snapshot(look_again=writers)).tree
+        if not whole:  # a step cut short ends as the tree is now
+            writers, _ = await last_writers(repo, ordered, since, current)
+        plan = await plan_rewind(repo, writers, target, current, force=force)
         if dry_run:
             return CodeRewind(plan.restore, plan.delete, plan.conflicts, None)
         number = next_rewind_number(ordered)
-        restore = restore_plan(plan, target, turns, number)
-        # The rewind is a checkpointed step of its own: undoing it is rewinding it.
-        await repo.write_ref(restore.ref + "/before", current)
-        await repo.restore(restore)
+        # The rewind is a checkpointed step of its own (`current` to what the restore
+        # leaves): undoing it is rewinding it.
+        await repo.restore(restore_plan(plan, target, turns, number, current))
         return CodeRewind(plan.restore, plan.delete, plan.conflicts, number)
 
     async def revert(

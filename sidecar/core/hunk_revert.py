@@ -111,7 +111,7 @@ async def revert(
     step = ordered[index] if index is not None else None
     if index is None or step is None or step.before is None:
         raise InvalidInput("turn", f"turn {turn} changed no file")
-    current = (await repo.snapshot()).tree
+    current = (await repo.snapshot(look_again=[path])).tree  # it may write this file
     after = end_of(ordered, index, current)
     assert after is not None  # `current` ends a turn left unfinished
     text, _ = await repo.diff(step.before, after, limit=1 << 62, paths=[path])
@@ -144,9 +144,8 @@ async def revert(
             raise CheckpointError(f"the hunks of {path} do not apply to turn {turn}'s end")
         plan = RestorePlan(replaced, (path,), (), "")
     number = next_rewind_number(ordered)
-    ref = rewind_ref(turns, number)
-    await repo.write_ref(ref + "/before", current)
-    await repo.restore(RestorePlan(plan.target, plan.restore, plan.delete, ref))
+    ref = rewind_ref(turns, number)  # the step's two ends: `current` and what is restored
+    await repo.restore(RestorePlan(plan.target, plan.restore, plan.delete, ref, current))
     return HunkRevert(turn, path, tuple(h.id for h in chosen), forced, number)
 
 
