@@ -1,39 +1,43 @@
-"""An external ACP agent as a session's engine: its process, its session, its turns.
+"""An external ACP agent as a session's engine: its agent session, its turns.
 
-One `ExternalEngine` per runtime generation, disposable like every runtime part: `start`
-spawns the agent inside the session's sandbox (`agent/sandbox.py`: its own PID
-namespace, the cwd and the agent's own state dirs writable in `workspace`, nothing in
-`read-only`; the network kept so it reaches its model), is its ACP client (`initialize`
-offering fs and terminals, then the agent's session: loaded or resumed when the record
-holds one and the agent can, else new), and `close` stops the process in stages. A turn
-is one `session/prompt`; what the agent streams is relayed (`relay.py`), what it asks is
-served through the host (`client.py`). A cancel is ACP's `session/cancel`; an agent
-that has not ended the turn within the grace is stopped. An agent that exits, crashes or
-breaks the protocol fails the turn with `AgentFailed`, naming the agent and the tail of
-its stderr; the next prompt or resume starts a new process (a new generation).
+One `ExternalEngine` per runtime generation, disposable like every runtime part. `start`
+joins an agent connection (`pool.py`: the live process the session may share -- an agent
+declared `shared_process`, the same contained argv and env --, else the warm one for its
+place, else a new one spawned inside the session's sandbox: `agent/sandbox.py`, its own
+PID namespace, the cwd and the agent's state dirs writable in `workspace`, the network
+kept) and opens the agent's session on it (loaded or resumed when the record holds one
+and the agent can, else new). `close` leaves the connection (`session/close` where the
+agent takes it, when others stay on it); the last session out stops the process in
+stages. A turn is one `session/prompt`; what the agent streams for this session is
+relayed (`relay.py`), what it asks for it is served through this session's host
+(`client.py`), each routed by session id (`router.py`). A cancel is ACP's
+`session/cancel` for this session; an agent that has not ended the turn within the grace
+is stopped when this session is alone on it, else this session is detached from it (see
+`_give_up`). An agent that exits, crashes or breaks the protocol fails the turn with
+`AgentFailed`, naming the agent and the tail of its stderr; the next prompt or resume
+starts a new generation, on a new process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, schema
+from acp import RequestError, schema
 from acp.client.connection import ClientSideConnection
 
 from protocol.values import StopReason
 from sidecar.agent.engine import EngineStart
 from sidecar.agent.external.client import HostClient
+from sidecar.agent.external.connection import AgentConnection
 from sidecar.agent.external.definitions import AgentDefinition
-from sidecar.agent.external.prewarm import Place, Prewarmer
-from sidecar.agent.external.process import AgentProcess
+from sidecar.agent.external.pool import AgentPool, ShareKey
+from sidecar.agent.external.prewarm import Place, Prewarmer, WarmAgent
 from sidecar.agent.external.relay import Relay
-from sidecar.agent.external.transport import AgentTransport
 from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.sandbox import SandboxUnavailable
@@ -45,7 +49,6 @@ from sidecar.domain.records import SessionRecord
 
 log = logging.getLogger(__name__)
 
-CLIENT_NAME: Final = "acp-session-host"
 _STOPS: Final[dict[str, StopReason]] = {reason.value: reason for reason in StopReason}
 
 
@@ -89,67 +92,6 @@ def _capabilities(init: schema.InitializeResponse) -> dict[str, Any]:
     return {} if caps is None else caps.model_dump(by_alias=True, exclude_none=True)
 
 
-async def call_agent(process: AgentProcess, request: Any, what: str) -> Any:
-    """One request to the agent; its death or an error answer is AgentFailed."""
-    waiting = asyncio.ensure_future(request)
-    exited = asyncio.ensure_future(process.wait())
-    try:
-        await asyncio.wait([waiting, exited], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        exited.cancel()
-    if not waiting.done():
-        waiting.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await waiting
-        await asyncio.sleep(0.05)  # its last stderr lines
-        raise AgentFailed(f"{what}: {process.describe_exit()}")
-    try:
-        return waiting.result()
-    except RequestError as exc:
-        raise AgentFailed(f"agent {process.name!r} refused {what}: {exc}") from None
-    except ConnectionError:
-        await asyncio.sleep(0.05)
-        raise AgentFailed(f"{what}: {process.describe_exit()}") from None
-
-
-async def start_agent(
-    name: str,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    cwd: str,
-    client: HostClient,
-    adopt: Callable[[AgentProcess], None] | None = None,
-) -> tuple[AgentProcess, ClientSideConnection, schema.InitializeResponse]:
-    """Spawn the (contained) agent and `initialize` it, offering fs and terminals."""
-    try:
-        process = await AgentProcess.spawn(name, argv, env, cwd)
-    except OSError as exc:
-        raise AgentFailed(f"agent {name!r} could not start: {exc}") from None
-    if adopt is not None:
-        adopt(process)
-    transport = AgentTransport(name, process.stdout, process.stdin)
-    # Unstable: resume and close are there in the SDK only with it (0.12).
-    conn = connect_to_agent(client, transport, use_unstable_protocol=True)
-    try:
-        init = await call_agent(
-            process,
-            conn.initialize(
-                protocol_version=PROTOCOL_VERSION,
-                client_capabilities=schema.ClientCapabilities(
-                    fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                    terminal=True,
-                ),
-                client_info=schema.Implementation(name=CLIENT_NAME, version="1"),
-            ),
-            "initialize",
-        )
-    except BaseException:
-        if adopt is None:  # nobody else holds it: stop it here
-            await process.stop()
-        raise
-    return process, conn, init
-
-
 class ExternalEngine:
     """A session's turns run by an external ACP agent."""
 
@@ -160,21 +102,22 @@ class ExternalEngine:
         launch: Launch,
         remember: Callable[[str, Mapping[str, Any]], None] | None = None,
         prewarm: Prewarmer | None = None,
+        pool: AgentPool | None = None,
     ) -> None:
         self._definition = definition
         self._record = record
         self._launch = launch
         self._remember = remember
         self._prewarm = prewarm
-        self._process: AgentProcess | None = None
-        self._conn: ClientSideConnection | None = None
+        self._pool = pool if pool is not None else AgentPool()
+        self._connection: AgentConnection | None = None
         self._client: HostClient | None = None
         self._relay: Relay | None = None
         self._agent_session: str | None = None
         self._caps: schema.AgentCapabilities | None = None
         self._cancel_sent: asyncio.Task[None] | None = None
-        self._watchdog: asyncio.Task[None] | None = None
-        self._closed = False
+        self._left = False  # off its connection (closed, or detached)
+        self._detached: str | None = None  # why it was detached mid-turn (see _give_up)
         self._host_for_events: EngineHost | None = None
         self._config: Any = None  # the agent's config options, as it last said them
         self._modes: schema.SessionModeState | None = None
@@ -190,13 +133,14 @@ class ExternalEngine:
     # ---- start -----------------------------------------------------------------------
 
     async def start(self, host: EngineHost) -> EngineStart:
-        """Spawn, initialize, open the agent's session; bounded by the start timeout.
-        Raises AgentFailed (the runtime stores its message as lastError)."""
+        """Join (or start) the agent's process, open the agent's session; bounded by the
+        start timeout. Raises AgentFailed (the runtime stores its message as lastError)."""
         launch = self._launch
         try:
             return await asyncio.wait_for(self._start(host), launch.start_timeout)
         except TimeoutError:
-            said = self._process.stderr_tail(4) if self._process else ""
+            process = self._connection.process if self._connection is not None else None
+            said = process.stderr_tail(4) if process is not None else ""
             await self.close()
             raise AgentFailed(
                 f"agent {self.name!r} did not start within {launch.start_timeout:g} s "
@@ -211,58 +155,73 @@ class ExternalEngine:
         self._host_for_events = host
         relay = Relay(host, self._settings_changed)
         self._relay = relay
-        warm = None
-        if self._prewarm is not None:
-            warm = self._prewarm.take(Place(self.name, host.cwd, host.sandbox))
-        if warm is not None:
+        try:
+            argv = host.contain(launch.argv, launch.writable)
+        except SandboxUnavailable as exc:
+            raise AgentFailed(f"agent {self.name!r} cannot be contained: {exc}") from None
+        shared = self._definition.shared_process
+        key = ShareKey.of(self.name, argv, launch.env) if shared else None
+        connection = self._pool.connect(
+            self.name, key, (argv, launch.env, host.cwd), lambda: self._take_warm(host)
+        )
+        connection.join(self)
+        self._connection = connection
+        if connection.members > 1:
             log.info(
-                "agent %s: session %s takes a warm process", self.name, self._record.session_id
+                "agent %s: session %s shares a process with %d other session(s)",
+                self.name,
+                self._record.session_id,
+                connection.members - 1,
             )
-            self._process, self._conn, self._client = warm.process, warm.conn, warm.client
-            warm.client.attach(host, relay)
-            init = warm.init
-        else:
-            try:
-                argv = host.contain(launch.argv, launch.writable)
-            except SandboxUnavailable as exc:
-                raise AgentFailed(f"agent {self.name!r} cannot be contained: {exc}") from None
-            client = HostClient(self.name)
-            client.attach(host, relay)
-            self._client = client
-            self._process, self._conn, init = await start_agent(
-                self.name, argv, launch.env, host.cwd, client, self._adopt
-            )
+        init = await connection.ready()
+        self._client = HostClient(self.name, host, relay)
         self._caps = init.agent_capabilities or schema.AgentCapabilities()
         if self._remember is not None:
             self._remember(self.name, _capabilities(init))
         started = await self._open_session(host, relay)
-        assert self._client is not None and self._process is not None
         self._client.session_id = started.agent_session
         self._agent_session = started.agent_session
-        self._watchdog = asyncio.create_task(self._watch(self._process), name=f"watch {self.name}")
         return started
 
-    def _adopt(self, process: AgentProcess) -> None:
-        """The process exists (before initialize answers): close stops it, even mid-start."""
-        self._process = process
+    def _take_warm(self, host: EngineHost) -> WarmAgent | None:
+        if self._prewarm is None:
+            return None
+        warm = self._prewarm.take(Place(self.name, host.cwd, host.sandbox))
+        if warm is not None:
+            log.info(
+                "agent %s: session %s takes a warm process", self.name, self._record.session_id
+            )
+        return warm
 
     async def _open_session(self, host: EngineHost, relay: Relay) -> EngineStart:
         """The stored agent session resumed or loaded where the agent can (forked, for a
         fork's first start); else a new one, with a note when a conversation is lost."""
-        assert self._conn is not None and self._caps is not None
-        conn, caps, record = self._conn, self._caps, self._record
+        connection, client = self._connected()
+        conn, caps, record = self._conn_or_fail(), self._caps, self._record
+        assert caps is not None
         stored = record.agent_session
         session_caps = caps.session_capabilities
         first_of_fork = record.forked_from is not None and record.generation == 1
         if stored is not None and first_of_fork:
             if session_caps is not None and session_caps.fork is not None:
-                forked = await self._call(
-                    conn.fork_session(cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()),
+                forked = await self._opened(
+                    lambda: conn.fork_session(
+                        cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
+                    ),
                     "session/fork",
                 )
                 self._settings_from(forked)
                 return EngineStart(forked.session_id)
+        elif stored is not None and connection.router.holds(stored):
+            # Another session on this process has it (an imported copy, say): two sessions
+            # must never drive one agent session.
+            log.warning(
+                "agent %s: session %s's agent session is in use on its process: a new one",
+                self.name,
+                record.session_id,
+            )
         elif stored is not None:
+            connection.router.add(stored, client)
             try:
                 if session_caps is not None and session_caps.resume is not None:
                     resumed = await self._call(
@@ -276,12 +235,15 @@ class ExternalEngine:
                 if caps.load_session:
                     return await self._load(host, relay, stored)
             except AgentFailed as exc:
-                if self._process is None or self._process.returncode is not None:
+                process = connection.process
+                if process is None or process.returncode is not None:
                     raise
                 # It refused (its own store lost the session, say): start afresh, noted.
                 log.warning("agent %s: cannot continue session %s: %s", self.name, stored, exc)
-        opened = await self._call(
-            conn.new_session(cwd=host.cwd, mcp_servers=self._mcp()), "session/new"
+            connection.router.remove(stored)
+            client.session_id = None
+        opened = await self._opened(
+            lambda: conn.new_session(cwd=host.cwd, mcp_servers=self._mcp()), "session/new"
         )
         self._settings_from(opened)
         note = None
@@ -292,6 +254,21 @@ class ExternalEngine:
                 "session started, and the agent does not know the conversation above."
             )
         return EngineStart(opened.session_id, note)
+
+    async def _opened(self, request: Callable[[], Awaitable[Any]], what: str) -> Any:
+        """`session/new` or `session/fork`: one at a time on a connection, so what the
+        agent sends for an id nobody holds, before it answers, is this session's."""
+        connection, client = self._connected()
+        async with connection.opening:
+            connection.router.opening(client)
+            try:
+                answer = await self._call(request(), what)
+                connection.router.add(answer.session_id, client)
+            except ValueError as exc:
+                raise AgentFailed(f"agent {self.name!r} answered {what} with {exc}") from None
+            finally:
+                connection.router.opening(None)
+        return answer
 
     async def _load(self, host: EngineHost, relay: Relay, stored: str) -> EngineStart:
         relay.replaying = True  # its history is in our transcript already
@@ -368,25 +345,30 @@ class ExternalEngine:
         if answer is not None and answer.config_options is not None:
             self._config = answer.config_options
 
-    def _conn_or_fail(self) -> ClientSideConnection:
-        if self._conn is None:
+    def _connected(self) -> tuple[AgentConnection, HostClient]:
+        if self._connection is None or self._client is None:
             raise AgentFailed(f"agent {self.name!r} is not running")
-        return self._conn
+        return self._connection, self._client
+
+    def _conn_or_fail(self) -> ClientSideConnection:
+        if self._detached is not None:
+            raise AgentFailed(self._detached)
+        conn = self._connection.conn if self._connection is not None else None
+        if conn is None or self._left:
+            raise AgentFailed(f"agent {self.name!r} is not running")
+        return conn
 
     async def _call(self, request: Any, what: str) -> Any:
-        process = self._process
-        assert process is not None
-        return await call_agent(process, request, what)
+        connection = self._connection
+        if connection is None:
+            if asyncio.iscoroutine(request):
+                request.close()  # never to be awaited
+            raise AgentFailed(f"agent {self.name!r} is not running")
+        return await connection.call(request, what)
 
     def _settings_changed(self, update: Any) -> None:
         if self.told(update) and self._host_for_events is not None:
             self._host_for_events.publish(AgentOptionsChanged(self.options()))
-
-    async def _watch(self, process: AgentProcess) -> None:
-        """An agent that exits between turns: logged (the next turn fails, named)."""
-        code = await process.wait()
-        if not self._closed:
-            log.warning("agent %s exited between turns (status %s)", self.name, code)
 
     # ---- turns -----------------------------------------------------------------------
 
@@ -402,9 +384,10 @@ class ExternalEngine:
         return None
 
     async def run_turn(self, host: TurnHost, prompt: UserPrompt) -> TurnOutcome:
-        conn, relay, client, process = self._conn, self._relay, self._client, self._process
+        conn, relay, client = self._conn_or_fail(), self._relay, self._client
+        process = self._connection.process if self._connection is not None else None
         session = self._agent_session
-        if conn is None or relay is None or client is None or process is None or not session:
+        if relay is None or client is None or process is None or not session:
             raise AgentFailed(f"agent {self.name!r} is not running")
         if process.returncode is not None:
             raise AgentFailed(f"agent {self.name!r} is not running: {process.describe_exit()}")
@@ -438,32 +421,65 @@ class ExternalEngine:
         self, asked: asyncio.Future[Any], relay: Relay, client: HostClient
     ) -> None:
         """The turn was cancelled: the agent has the grace to end it (ACP: it answers the
-        prompt `cancelled`); one that does not is stopped, and the next turn fails
-        naming it (the session then starts a new process, as after a crash)."""
+        prompt `cancelled`); one that does not is given up on (`_give_up`)."""
         done, _ = await asyncio.wait([asked], timeout=self._launch.interrupt_grace)
         if not done:
             asked.cancel()
-            log.warning(
-                "agent %s did not end the turn within %g s of session/cancel: stopping it",
-                self.name,
-                self._launch.interrupt_grace,
-            )
-            if self._process is not None:
-                await self._process.stop()
+            await self._give_up()
         elif not asked.cancelled() and asked.exception() is None:
             await client.settled()
         await self._end(relay, client, cancelled=True)
+
+    async def _give_up(self) -> None:
+        """The agent did not end this session's cancelled turn within the grace.
+
+        Alone on its process: the process is stopped, in stages, and the next turn fails
+        naming the agent (the session then starts a new generation, as after a crash).
+        Sharing it: stopping it would kill the other sessions' work, so only this session
+        leaves it, *detached*: whatever the agent still sends for it is dropped (updates)
+        or refused (requests: no consent, no file, no terminal for it any more), its
+        terminals are stopped, `session/close` is sent where the agent takes it; the
+        process takes no new session and is stopped when the last of the others leaves.
+        This session's next turn fails saying so; the one after starts a new process.
+        """
+        connection = self._connection
+        grace = self._launch.interrupt_grace
+        if connection is None:
+            return
+        if not connection.others(self):
+            log.warning(
+                "agent %s did not end the turn within %g s of session/cancel: stopping it",
+                self.name,
+                grace,
+            )
+            await connection.stop()
+            return
+        log.warning(
+            "agent %s did not end session %s's turn within %g s of session/cancel: the "
+            "session leaves the process it shares with %d other session(s)",
+            self.name,
+            self._record.session_id,
+            grace,
+            connection.members - 1,
+        )
+        self._detached = (
+            f"agent {self.name!r} did not end this session's cancelled turn within {grace:g} s; "
+            "the session left the agent process it shared with other sessions (their turns "
+            "go on): the next prompt starts a new one"
+        )
+        connection.drain()
+        await self._leave()
 
     async def _end(self, relay: Relay, client: HostClient, *, cancelled: bool = False) -> str:
         client.end_turn()
         return await relay.end_turn(cancelled=cancelled)
 
     def cancel(self) -> None:
-        """ACP's `session/cancel`; the task running the turn is cancelled right after, and
-        an agent that has not stopped within the grace is stopped (closing the runtime's
-        generation: the next prompt starts a new one)."""
-        conn, session = self._conn, self._agent_session
-        if conn is None or session is None or self._cancel_sent is not None:
+        """ACP's `session/cancel` for this session; the task running the turn is cancelled
+        right after, and an agent that has not stopped within the grace is given up on."""
+        conn = self._connection.conn if self._connection is not None else None
+        session = self._agent_session
+        if conn is None or session is None or self._cancel_sent is not None or self._left:
             return
         self._cancel_sent = asyncio.create_task(self._send_cancel(conn, session))
 
@@ -476,17 +492,42 @@ class ExternalEngine:
     # ---- end -------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Stop the agent: stdin EOF, SIGTERM, SIGKILL to its group (its PID namespace
-        with it). Idempotent."""
-        self._closed = True
-        client, conn, process = self._client, self._conn, self._process
+        """Leave the agent's process (the last session out stops it: stdin EOF, SIGTERM,
+        SIGKILL to its group, its PID namespace with it). Idempotent."""
+        await self._leave()
+        if self._cancel_sent is not None and not self._cancel_sent.done():
+            self._cancel_sent.cancel()
+
+    async def _leave(self) -> None:
+        """Off the connection: this session's terminals stopped, its id no longer routed,
+        `session/close` sent if others stay on the process and the agent takes it."""
+        connection, client, session = self._connection, self._client, self._agent_session
+        if self._left or connection is None:
+            self._left = True
+            return
+        self._left = True
         if client is not None:
             await client.close()
-        if process is not None:
-            await process.stop()
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
-        for task in (self._watchdog, self._cancel_sent):
-            if task is not None and not task.done():
-                task.cancel()
+        if session is not None:
+            connection.router.remove(session)
+            if connection.others(self) and self._closes_sessions():
+                await self._close_agent_session(connection, session)
+        await connection.leave(self)
+
+    def _closes_sessions(self) -> bool:
+        caps = self._caps.session_capabilities if self._caps is not None else None
+        return caps is not None and caps.close is not None
+
+    async def _close_agent_session(self, connection: AgentConnection, session: str) -> None:
+        """ACP's `session/close`: the agent frees what it holds for the session (bounded
+        by the grace: a leaving session is not held up by an agent that does not answer)."""
+        conn = connection.conn
+        if conn is None:
+            return
+        try:
+            await asyncio.wait_for(
+                connection.call(conn.close_session(session_id=session), "session/close"),
+                self._launch.interrupt_grace,
+            )
+        except (TimeoutError, AgentFailed) as exc:
+            log.warning("agent %s: session/close of %s failed: %s", self.name, session, exc)
