@@ -21,9 +21,8 @@ starts a new generation, on a new process.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -35,14 +34,16 @@ from sidecar.agent.engine import EngineStart
 from sidecar.agent.external.client import HostClient
 from sidecar.agent.external.connection import AgentConnection
 from sidecar.agent.external.definitions import AgentDefinition
+from sidecar.agent.external.opening import SessionOpener
+from sidecar.agent.external.options import AgentOptions
 from sidecar.agent.external.pool import AgentPool, ShareKey
 from sidecar.agent.external.prewarm import Place, Prewarmer, WarmAgent
 from sidecar.agent.external.relay import Relay
 from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.sandbox import SandboxUnavailable
-from sidecar.domain.agent_options import MODE_ID, AgentOption
-from sidecar.domain.errors import AgentFailed, InvalidInput
+from sidecar.domain.agent_options import AgentOption
+from sidecar.domain.errors import AgentFailed
 from sidecar.domain.events import AgentOptionsChanged
 from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
@@ -62,29 +63,6 @@ class Launch:
     writable: tuple[str, ...]
     start_timeout: float
     interrupt_grace: float
-
-
-def _choices(option: schema.SessionConfigOptionSelect) -> tuple[tuple[str, str], ...]:
-    flat: list[tuple[str, str]] = []
-    for item in option.options:
-        if isinstance(item, schema.SessionConfigSelectGroup):
-            flat += [(choice.value, choice.name) for choice in item.options]
-        else:
-            flat.append((item.value, item.name))
-    return tuple(flat)
-
-
-def agent_options(config: Any, modes: schema.SessionModeState | None) -> tuple[AgentOption, ...]:
-    """The agent's select options and its modes, as the session offers them."""
-    found = [
-        AgentOption(o.id, o.name, o.current_value, _choices(o), o.description)
-        for o in config or ()
-        if isinstance(o, schema.SessionConfigOptionSelect)
-    ]
-    if modes is not None and not any(o.option_id == MODE_ID for o in found):
-        choices = tuple((m.id, m.name) for m in modes.available_modes)
-        found.append(AgentOption(MODE_ID, "Agent mode", modes.current_mode_id, choices))
-    return tuple(found)
 
 
 def _capabilities(init: schema.InitializeResponse) -> dict[str, Any]:
@@ -119,8 +97,7 @@ class ExternalEngine:
         self._left = False  # off its connection (closed, or detached)
         self._detached: str | None = None  # why it was detached mid-turn (see _give_up)
         self._host_for_events: EngineHost | None = None
-        self._config: Any = None  # the agent's config options, as it last said them
-        self._modes: schema.SessionModeState | None = None
+        self._options = AgentOptions(definition.name)
 
     @property
     def name(self) -> str:
@@ -174,14 +151,18 @@ class ExternalEngine:
                 connection.members - 1,
             )
         init = await connection.ready()
-        self._client = HostClient(self.name, host, relay)
-        self._caps = init.agent_capabilities or schema.AgentCapabilities()
+        client = HostClient(self.name, host, relay)
+        self._client = client
+        caps = init.agent_capabilities or schema.AgentCapabilities()
+        self._caps = caps
         if self._remember is not None:
             self._remember(self.name, _capabilities(init))
-        started = await self._open_session(host, relay)
-        self._client.session_id = started.agent_session
-        self._agent_session = started.agent_session
-        return started
+        opener = SessionOpener(self.name, connection, client, relay, caps)
+        opened = await opener.open(self._record, host.cwd)
+        self._options.take(opened.answer)
+        client.session_id = opened.start.agent_session
+        self._agent_session = opened.start.agent_session
+        return opened.start
 
     def _take_warm(self, host: EngineHost) -> WarmAgent | None:
         if self._prewarm is None:
@@ -193,162 +174,25 @@ class ExternalEngine:
             )
         return warm
 
-    async def _open_session(self, host: EngineHost, relay: Relay) -> EngineStart:
-        """The stored agent session resumed or loaded where the agent can (forked, for a
-        fork's first start); else a new one, with a note when a conversation is lost."""
-        connection, client = self._connected()
-        conn, caps, record = self._conn_or_fail(), self._caps, self._record
-        assert caps is not None
-        stored = record.agent_session
-        session_caps = caps.session_capabilities
-        first_of_fork = record.forked_from is not None and record.generation == 1
-        if stored is not None and first_of_fork:
-            if session_caps is not None and session_caps.fork is not None:
-                forked = await self._opened(
-                    lambda: conn.fork_session(
-                        cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
-                    ),
-                    "session/fork",
-                )
-                self._settings_from(forked)
-                return EngineStart(forked.session_id)
-        elif stored is not None and connection.router.holds(stored):
-            # Another session on this process has it (an imported copy, say): two sessions
-            # must never drive one agent session.
-            log.warning(
-                "agent %s: session %s's agent session is in use on its process: a new one",
-                self.name,
-                record.session_id,
-            )
-        elif stored is not None:
-            connection.router.add(stored, client)
-            try:
-                if session_caps is not None and session_caps.resume is not None:
-                    resumed = await self._call(
-                        conn.resume_session(
-                            cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
-                        ),
-                        "session/resume",
-                    )
-                    self._settings_from(resumed)
-                    return EngineStart(stored)
-                if caps.load_session:
-                    return await self._load(host, relay, stored)
-            except AgentFailed as exc:
-                process = connection.process
-                if process is None or process.returncode is not None:
-                    raise
-                # It refused (its own store lost the session, say): start afresh, noted.
-                log.warning("agent %s: cannot continue session %s: %s", self.name, stored, exc)
-            connection.router.remove(stored)
-            client.session_id = None
-        opened = await self._opened(
-            lambda: conn.new_session(cwd=host.cwd, mcp_servers=self._mcp()), "session/new"
-        )
-        self._settings_from(opened)
-        note = None
-        if record.turns > 0:  # a resume, a fork, an import: there was a conversation
-            can = "fork" if first_of_fork else "load or resume"
-            note = (
-                f"The agent {self.name!r} could not {can} its session here: a new agent "
-                "session started, and the agent does not know the conversation above."
-            )
-        return EngineStart(opened.session_id, note)
-
-    async def _opened(self, request: Callable[[], Awaitable[Any]], what: str) -> Any:
-        """`session/new` or `session/fork`: one at a time on a connection, so what the
-        agent sends for an id nobody holds, before it answers, is this session's."""
-        connection, client = self._connected()
-        async with connection.opening:
-            connection.router.opening(client)
-            try:
-                answer = await self._call(request(), what)
-                connection.router.add(answer.session_id, client)
-            except ValueError as exc:
-                raise AgentFailed(f"agent {self.name!r} answered {what} with {exc}") from None
-            finally:
-                connection.router.opening(None)
-        return answer
-
-    async def _load(self, host: EngineHost, relay: Relay, stored: str) -> EngineStart:
-        relay.replaying = True  # its history is in our transcript already
-        try:
-            if self._client is not None:
-                self._client.session_id = stored
-            loaded = await self._call(
-                self._conn_or_fail().load_session(
-                    cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
-                ),
-                "session/load",
-            )
-            self._settings_from(loaded)
-        finally:
-            relay.replaying = False
-        return EngineStart(stored)
-
-    def _mcp(self) -> list[Any]:
-        """The session's MCP servers, as its client gave them (ACP's own shapes, checked
-        by the edge): the agent connects to them itself, inside its sandbox."""
-        servers = json.loads(self._record.mcp_servers or "[]")
-        return servers if isinstance(servers, list) else []
-
-    def _settings_from(self, response: Any) -> None:
-        if response is None:
-            return
-        if getattr(response, "config_options", None) is not None:
-            self._config = response.config_options
-        if getattr(response, "modes", None) is not None:
-            self._modes = response.modes
-
     # ---- the agent's own settings ----------------------------------------------------
 
     def options(self) -> tuple[AgentOption, ...]:
-        return agent_options(self._config, self._modes)
-
-    def told(self, update: Any) -> bool:
-        """A settings update from the agent (the relay passes them here): kept. True when
-        the options changed."""
-        if isinstance(update, schema.ConfigOptionUpdate):
-            self._config = update.config_options
-            return True
-        if isinstance(update, schema.CurrentModeUpdate) and self._modes is not None:
-            self._modes = self._modes.model_copy(update={"current_mode_id": update.current_mode_id})
-            return True
-        return False
+        return self._options.offered()
 
     async def set_option(self, option_id: str, value: str) -> None:
-        option = next((o for o in self.options() if o.option_id == option_id), None)
-        if option is None:
-            known = ", ".join(o.option_id for o in self.options()) or "none"
-            raise InvalidInput(
-                "configId", f"agent {self.name!r} has no option {option_id!r} ({known})"
-            )
-        if value not in {choice for choice, _ in option.choices}:
-            allowed = ", ".join(choice for choice, _ in option.choices)
-            raise InvalidInput("value", f"{option.name} must be one of {allowed}, got {value!r}")
+        is_mode = self._options.check(option_id, value)
         conn, session = self._conn_or_fail(), self._agent_session
         if session is None:
             raise AgentFailed(f"agent {self.name!r} is not running")
-        is_mode = option_id == MODE_ID and not any(
-            isinstance(o, schema.SessionConfigOptionSelect) and o.id == MODE_ID
-            for o in self._config or ()
-        )
         if is_mode:
             await self._call(conn.set_session_mode(session_id=session, mode_id=value), "set_mode")
-            if self._modes is not None:
-                self._modes = self._modes.model_copy(update={"current_mode_id": value})
+            self._options.mode_set(value)
             return
         answer = await self._call(
             conn.set_config_option(config_id=option_id, session_id=session, value=value),
             "set_config_option",
         )
-        if answer is not None and answer.config_options is not None:
-            self._config = answer.config_options
-
-    def _connected(self) -> tuple[AgentConnection, HostClient]:
-        if self._connection is None or self._client is None:
-            raise AgentFailed(f"agent {self.name!r} is not running")
-        return self._connection, self._client
+        self._options.take(answer)
 
     def _conn_or_fail(self) -> ClientSideConnection:
         if self._detached is not None:
@@ -367,7 +211,8 @@ class ExternalEngine:
         return await connection.call(request, what)
 
     def _settings_changed(self, update: Any) -> None:
-        if self.told(update) and self._host_for_events is not None:
+        """The agent changed its own settings (the relay passes such updates here)."""
+        if self._options.told(update) and self._host_for_events is not None:
             self._host_for_events.publish(AgentOptionsChanged(self.options()))
 
     # ---- turns -----------------------------------------------------------------------
