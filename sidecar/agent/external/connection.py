@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, schema
 from acp.client.connection import ClientSideConnection
@@ -98,6 +98,13 @@ async def start_agent(
     return process, conn, init
 
 
+class Member(Protocol):
+    """A session on a connection (its engine)."""
+
+    def lost(self, reason: str) -> None:
+        """The process exited on its own (`reason`: how, in the agent's words)."""
+
+
 class AgentConnection:
     """An agent process, its connection and its router; the sessions on it are members."""
 
@@ -111,7 +118,7 @@ class AgentConnection:
         # session/new and session/fork one at a time: their ids are unknown until answered.
         self.opening = asyncio.Lock()
         self.draining = False
-        self._members: set[object] = set()
+        self._members: set[Member] = set()
         self._started: asyncio.Future[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._stopping: asyncio.Task[None] | None = None
@@ -166,8 +173,10 @@ class AgentConnection:
 
     async def _watch_exit(self, process: AgentProcess) -> None:
         """An agent that exits on its own: forgotten at once (the next session starts a
-        new one); each session on it fails its next request, naming the agent."""
-        code = await process.wait()
+        new one), and each session on it told (`Member.lost`: one in a turn fails that
+        turn anyway, naming the agent; an idle one goes to error, so its next prompt
+        starts a new generation)."""
+        code = await process.ended()
         if self._stopping is None:
             log.warning(
                 "agent %s exited (status %s) with %d session(s) on it",
@@ -176,6 +185,9 @@ class AgentConnection:
                 len(self._members),
             )
             self.on_gone(self)
+            reason = process.describe_exit()
+            for member in list(self._members):
+                member.lost(reason)
 
     # ---- members ---------------------------------------------------------------------
 
@@ -198,14 +210,14 @@ class AgentConnection:
     def members(self) -> int:
         return len(self._members)
 
-    def join(self, member: object) -> None:
+    def join(self, member: Member) -> None:
         self._members.add(member)
 
-    def others(self, member: object) -> bool:
+    def others(self, member: Member) -> bool:
         """Whether sessions besides `member` are on this connection."""
         return bool(self._members - {member})
 
-    async def leave(self, member: object) -> None:
+    async def leave(self, member: Member) -> None:
         """`member`'s session is off this connection: the last one out stops it."""
         self._members.discard(member)
         if not self._members:

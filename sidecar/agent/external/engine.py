@@ -96,7 +96,7 @@ class ExternalEngine:
         self._cancel_sent: asyncio.Task[None] | None = None
         self._left = False  # off its connection (closed, or detached)
         self._detached: str | None = None  # why it was detached mid-turn (see _give_up)
-        self._host_for_events: EngineHost | None = None
+        self._host: EngineHost | None = None
         self._options = AgentOptions(definition.name)
 
     @property
@@ -129,7 +129,7 @@ class ExternalEngine:
 
     async def _start(self, host: EngineHost) -> EngineStart:
         launch = self._launch
-        self._host_for_events = host
+        self._host = host
         relay = Relay(host, self._settings_changed)
         self._relay = relay
         try:
@@ -212,8 +212,14 @@ class ExternalEngine:
 
     def _settings_changed(self, update: Any) -> None:
         """The agent changed its own settings (the relay passes such updates here)."""
-        if self._options.told(update) and self._host_for_events is not None:
-            self._host_for_events.publish(AgentOptionsChanged(self.options()))
+        if self._options.told(update) and self._host is not None:
+            self._host.publish(AgentOptionsChanged(self.options()))
+
+    def lost(self, reason: str) -> None:
+        """Its process exited on its own (`connection.py`): the host is told, so a session
+        idle on it goes to error and its next prompt starts a new generation."""
+        if not self._left:
+            self._lose(reason)
 
     # ---- turns -----------------------------------------------------------------------
 
@@ -278,14 +284,14 @@ class ExternalEngine:
     async def _give_up(self) -> None:
         """The agent did not end this session's cancelled turn within the grace.
 
-        Alone on its process: the process is stopped, in stages, and the next turn fails
-        naming the agent (the session then starts a new generation, as after a crash).
-        Sharing it: stopping it would kill the other sessions' work, so only this session
-        leaves it, *detached*: whatever the agent still sends for it is dropped (updates)
-        or refused (requests: no consent, no file, no terminal for it any more), its
-        terminals are stopped, `session/close` is sent where the agent takes it; the
-        process takes no new session and is stopped when the last of the others leaves.
-        This session's next turn fails saying so; the one after starts a new process.
+        Alone on its process: the process is stopped, in stages. Sharing it: stopping it
+        would kill the other sessions' work, so only this session leaves it, *detached*:
+        whatever the agent still sends for it is dropped (updates) or refused (requests:
+        no consent, no file, no terminal for it any more), its terminals are stopped,
+        `session/close` is sent where the agent takes it; the process takes no new
+        session and is stopped when the last of the others leaves. Either way the session
+        goes to error once the cancelled turn is recorded (lastError saying which), and
+        its next prompt starts a new generation on a new process.
         """
         connection = self._connection
         grace = self._launch.interrupt_grace
@@ -298,6 +304,10 @@ class ExternalEngine:
                 grace,
             )
             await connection.stop()
+            self._lose(
+                f"agent {self.name!r} did not end a cancelled turn within {grace:g} s of "
+                "session/cancel: it was stopped"
+            )
             return
         log.warning(
             "agent %s did not end session %s's turn within %g s of session/cancel: the "
@@ -308,12 +318,17 @@ class ExternalEngine:
             connection.members - 1,
         )
         self._detached = (
-            f"agent {self.name!r} did not end this session's cancelled turn within {grace:g} s; "
-            "the session left the agent process it shared with other sessions (their turns "
-            "go on): the next prompt starts a new one"
+            f"agent {self.name!r} did not end this session's cancelled turn within {grace:g} s "
+            "of session/cancel: the session left the agent process it shared with other "
+            "sessions (their turns go on)"
         )
         connection.drain()
         await self._leave()
+        self._lose(self._detached)
+
+    def _lose(self, reason: str) -> None:
+        if self._host is not None:
+            self._host.engine_lost(reason)
 
     async def _end(self, relay: Relay, client: HostClient, *, cancelled: bool = False) -> str:
         client.end_turn()
