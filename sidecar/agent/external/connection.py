@@ -134,7 +134,7 @@ class AgentConnection:
     async def _spawn(self, argv: Sequence[str], env: Mapping[str, str], cwd: str) -> None:
         try:
             process, conn, init = await start_agent(
-                self.name, argv, env, cwd, self.router, self._adopt
+                self.name, argv, env, cwd, self.router, self._spawned
             )
         except BaseException:
             await self._stop_process()
@@ -142,7 +142,8 @@ class AgentConnection:
             raise
         self._adopted(conn, init)
 
-    def _adopt(self, process: AgentProcess) -> None:
+    def _spawned(self, process: AgentProcess) -> None:
+        """The process exists (before `initialize` answers): a stop stops it, even now."""
         self.process = process
 
     def adopt(
@@ -215,7 +216,7 @@ class AgentConnection:
 
     def others(self, member: Member) -> bool:
         """Whether sessions besides `member` are on this connection."""
-        return bool(self._members - {member})
+        return len(self._members) > (member in self._members)
 
     async def leave(self, member: Member) -> None:
         """`member`'s session is off this connection: the last one out stops it."""
@@ -231,6 +232,8 @@ class AgentConnection:
     async def call(self, request: Any, what: str) -> Any:
         """One request to the agent (see `call_agent`)."""
         if self.process is None:
+            if asyncio.iscoroutine(request):
+                request.close()  # never to be awaited
             raise AgentFailed(f"agent {self.name!r} is not running")
         return await call_agent(self.process, request, what)
 

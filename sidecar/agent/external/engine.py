@@ -367,11 +367,10 @@ class ExternalEngine:
             return
         self._left = True
         if client is not None:
+            connection.router.forget(client)
             await client.close()
-        if session is not None:
-            connection.router.remove(session)
-            if connection.others(self) and self._closes_sessions():
-                await self._close_agent_session(connection, session)
+        if session is not None and connection.others(self) and self._closes_sessions():
+            await self._close_agent_session(connection, session)
         await connection.leave(self)
 
     def _closes_sessions(self) -> bool:

@@ -33,6 +33,7 @@ class SessionRouter:
     def __init__(self, agent: str) -> None:
         self._agent = agent
         self._routes: dict[str, HostClient] = {}
+        self._held: dict[HostClient, set[str]] = {}  # each client's ids, to forget them
         self._opening: HostClient | None = None
         self._left: set[str] = set()
 
@@ -45,13 +46,24 @@ class SessionRouter:
         if held is not None and held is not client:
             raise ValueError(f"agent session {session_id[:80]!r} is another session's")
         self._routes[session_id] = client
+        self._held.setdefault(client, set()).add(session_id)
         self._left.discard(session_id)
 
     def remove(self, session_id: str) -> None:
         """The session left this connection: what the agent still sends for it is dropped
         (updates) or refused (requests)."""
-        if self._routes.pop(session_id, None) is not None:
+        client = self._routes.pop(session_id, None)
+        if client is not None:
+            self._held[client].discard(session_id)
             self._left.add(session_id)
+
+    def forget(self, client: HostClient) -> None:
+        """Every id routed to `client` (its session leaves: closed, detached, failed)."""
+        for session_id in self._held.pop(client, set()):
+            del self._routes[session_id]
+            self._left.add(session_id)
+        if self._opening is client:
+            self._opening = None
 
     def holds(self, session_id: str) -> bool:
         return session_id in self._routes
