@@ -634,6 +634,14 @@ async def test_one_process_serves_several_sessions_each_its_own(tmp_path: Path) 
     assert cancels == [{"sessionId": first}, {"sessionId": first}]
 
 
+async def test_commands_on_new_come_before_the_answer(tmp_path: Path) -> None:
+    async with agent(tmp_path, SCRIPTED_AGENT_COMMANDS_ON_NEW="1") as run:
+        await run.init()
+        created = await run.conn.new_session(cwd=str(run.cwd), mcp_servers=[])
+        (update,) = run.client.of(AvailableCommandsUpdate, created.session_id)
+        assert [c.name for c in update.available_commands] == ["hello", "bye"]
+
+
 async def test_read_as_names_another_session_in_its_request(tmp_path: Path) -> None:
     async with agent(tmp_path) as run:
         sid = await run.session()

@@ -80,6 +80,22 @@ async def test_two_sessions_share_one_process_and_each_hears_only_its_own(
     assert setup.alive() == []
 
 
+async def test_what_the_agent_sends_before_it_answers_session_new_is_that_sessions(
+    tmp_path: Path, workspace: Path
+) -> None:
+    setup = AgentSetup(tmp_path / "agents").add(SHARED, shared=True, commands_on_new="1")
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        first = (await sidecar.new_session(workspace, agent=SHARED))["sessionId"]
+        second = (await sidecar.new_session(workspace, agent=SHARED))["sessionId"]
+        assert setup.methods(SHARED).count("initialize") == 1
+        for sid in (first, second):
+            (commands,) = sidecar.updates(sid, "available_commands_update")
+            assert [c["name"] for c in commands["availableCommands"]] == ["hello", "bye"]
+    finally:
+        await sidecar.close()
+
+
 async def test_ten_sessions_run_their_turns_at_once_on_one_process(
     tmp_path: Path, workspace: Path, setup: AgentSetup
 ) -> None:

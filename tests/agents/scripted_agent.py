@@ -7,7 +7,8 @@ with its own id, history and running turn (a shared agent process: `read-as` ask
 client for another session's id, `ignore-cancel` keeps one session's turn going after
 its cancel while the others run). Environment variables pick process-level faults
 (SCRIPTED_AGENT_FAIL, ..._IGNORE_EOF, ..._IGNORE_TERM), the advertised session
-capabilities (..._CAPS), a log of what the host sent (..._LOG) and persistence
+capabilities (..._CAPS), its commands announced before it answers session/new
+(..._COMMANDS_ON_NEW), a log of what the host sent (..._LOG) and persistence
 (..._STATE). Run as `python tests/agents/scripted_agent.py`; stdlib + `acp` only.
 """
 
@@ -364,6 +365,9 @@ class ScriptedAgent:
         session = Session(id=f"sess-{uuid.uuid4().hex[:12]}", cwd=cwd)
         self._sessions[session.id] = session
         self._store.save(session)
+        if os.environ.get("SCRIPTED_AGENT_COMMANDS_ON_NEW") == "1":
+            # Before the answer (real agents do): the client knows no such id yet.
+            await self._send_commands(session)
         return NewSessionResponse(
             session_id=session.id, modes=_modes(session), config_options=_config(session)
         )
@@ -601,6 +605,9 @@ class ScriptedAgent:
         )
 
     async def _do_commands(self, session: Session, turn: Turn, rest: str) -> None:
+        await self._send_commands(session)
+
+    async def _send_commands(self, session: Session) -> None:
         hello = AvailableCommand(
             name="hello",
             description="Say hello",
