@@ -1,13 +1,14 @@
 """Scenario 11: an external ACP agent (our scripted one) through the sidecar beside the same
 agent driven directly -- what the host adds to a session's start (`session/new`, which
 answers once the agent's own `initialize` and `session/new` have), to a plain turn, with
-`--prewarm` (an initialized agent process kept ready), and in memory per session.
+`--prewarm` (an initialized agent process kept ready), in memory per session with one
+process per session, and with sessions sharing one process (`shared_process`).
 
 One sidecar over stdio (`--no-checkpoints`, the agent from an agents.toml, run in
-bubblewrap) and, in the same shuffled rounds, the agent spawned here and driven by the
-acp SDK's client (`connect_to_agent`) and by the bench's pipe client (bench/s11_direct.py);
-a second sidecar with `--prewarm scripted` where the sidecar accepts it. Tables, targets
-and plot: bench/s11_report.py.
+bubblewrap, as `scripted` and as `scripted-shared`) and, in the same shuffled rounds, the
+agent spawned here and driven by the acp SDK's client (`connect_to_agent`) and by the
+bench's pipe client (bench/s11_direct.py); a second sidecar with `--prewarm scripted`
+where the sidecar accepts it. Tables, targets and plot: bench/s11_report.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bench.core import ScenarioResult, Settings, python
 from bench.pipes import PipeClient, floor_argv, initialize, prompt_params, sidecar_argv
 from bench.s11_direct import (
     NAME,
+    SHARED_NAME,
     PipeAgent,
     SdkAgent,
     agent_env,
@@ -43,6 +45,7 @@ from bench.s11_report import (
     TITLE,
     Measured,
     Memory,
+    Shared,
     describe,
 )
 from sidecar.agent.sandbox import probe
@@ -76,10 +79,11 @@ class Sides:
 
     def __init__(self, work: Path) -> None:
         self.work = work
-        self.marker = new_marker()  # the sidecar's agents
+        self.marker = new_marker()  # the sidecar's agents, one process per session
+        self.shared_marker = new_marker()  # the sidecar's agent declared shared_process
         self.direct_marker = new_marker()  # the agents spawned here
         self.direct_env = agent_env(work / "direct", self.direct_marker)
-        toml = agents_toml(work, self.marker)
+        toml = agents_toml(work, self.marker, self.shared_marker)
         self.cwd = work / "cwd"
         self.cwd.mkdir()
         argv = sidecar_argv(work / "data", "sqlite", "--no-checkpoints", "--agents-file", str(toml))
@@ -125,7 +129,7 @@ class Sides:
     def settle(self) -> None:
         """Wait (untimed) until no agent of a closed session is left running."""
         deadline = time.monotonic() + SETTLE
-        while marked(self.marker):
+        while marked(self.marker) or marked(self.shared_marker):
             if time.monotonic() > deadline:
                 self.problems.append(f"agent processes left {SETTLE:g} s after session/close")
                 return
@@ -139,10 +143,11 @@ async def _measure(settings: Settings, work: Path, rng: random.Random) -> Measur
         initialize(sides.sidecar)
         await _creations(sides, m, rng, settings.pick(1, 2, 3), settings.pick(3, 15, 40))
         await _turns(sides, m, rng, settings.pick(2, 10, 20), settings.pick(5, 100, 300))
-        await _memory(sides, m, settings.pick(2, 5, 5))
+        await _memory(sides, m, settings.pick(3, 10, 10))
+        await _shared(sides, m, settings.pick(3, 10, 10))
     finally:
         sides.close()
-    if left := marked(sides.marker) + marked(sides.direct_marker):
+    if left := marked(sides.marker) + marked(sides.shared_marker) + marked(sides.direct_marker):
         sides.problems.append(f"{len(left)} agent processes outlived their sidecar or client")
     m.problems += sides.problems
     if prewarm_accepted():
@@ -231,8 +236,9 @@ def _stopped(sides: Sides, kind: str, stop: str) -> None:
 
 
 async def _memory(sides: Sides, m: Measured, count: int) -> None:
-    """RSS with `count` sessions open (each after one turn): the agent processes (found by
-    the marker in their env) and the sidecar's growth over its RSS with none."""
+    """RSS with `count` sessions open (each after one turn), one agent process each: the
+    agent processes (found by the marker in their env) and the sidecar's growth over its
+    RSS with none; then as many agents spawned here (after those sessions closed)."""
     sides.settle()
     memory = Memory(sessions=count, sidecar_before_kib=rss_kib(sides.sidecar.pid))
     opened = []
@@ -244,6 +250,8 @@ async def _memory(sides: Sides, m: Measured, count: int) -> None:
     memory.agent_processes = len(agents)
     memory.agent_kib = sum(rss_kib(pid) for pid in agents)
     memory.sidecar_after_kib = rss_kib(sides.sidecar.pid)
+    for sid in opened:
+        sides.close_session(sid)
     direct = [SdkAgent(sides.cwd, sides.direct_log, sides.direct_env) for _ in range(count)]
     try:
         for agent in direct:
@@ -255,9 +263,47 @@ async def _memory(sides: Sides, m: Measured, count: int) -> None:
     finally:
         for agent in direct:
             await agent.close()
+    m.memory = memory
+
+
+async def _shared(sides: Sides, m: Measured, count: int) -> None:
+    """`count` sessions of the agent declared `shared_process`, in one place, opened one
+    after another (each after one turn): the RSS of its process tree (bwrap and the
+    agent, found by their marker) and of the sidecar after each, and `session/new` of
+    each session that joins the live process. Beside it, the agent spawned here with the
+    SDK client opening as many sessions on its one connection."""
+    sides.settle()
+    shared = Shared(sessions=count)
+    opened = []
+    try:
+        for n in range(count):
+            took, sid = sides.new_session(sides.cwd, agent=SHARED_NAME)
+            sides.turn(sid, SAY, "hi")
+            opened.append(sid)
+            if n:
+                shared.join_ms.append(took)
+            tree = marked(sides.shared_marker)
+            shared.processes = max(shared.processes, len(tree))
+            shared.tree_kib.append(sum(rss_kib(pid) for pid in tree))
+            shared.sidecar_kib.append(rss_kib(sides.sidecar.pid))
+    finally:
         for sid in opened:
             sides.close_session(sid)
-    m.memory = memory
+    agent = SdkAgent(sides.cwd, sides.direct_log, sides.direct_env)
+    try:
+        await agent.start()
+        await agent.turn(SAY)
+        assert agent.process is not None
+        shared.direct_kib.append(rss_kib(agent.process.pid))
+        for _ in range(count - 1):
+            took, sid = await agent.open()
+            _, stop = await agent.turn(SAY, sid)
+            _stopped(sides, "direct, one connection", stop)
+            shared.direct_join_ms.append(took)
+            shared.direct_kib.append(rss_kib(agent.process.pid))
+    finally:
+        await agent.close()
+    m.shared = shared
 
 
 def _prewarm(work: Path, m: Measured, warmup: int, reps: int) -> None:

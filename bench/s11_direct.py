@@ -1,7 +1,9 @@
 """Scenario 11's direct side: the scripted ACP agent (tests/agents/scripted_agent.py) driven
-with no host between, by the acp SDK's own client (`connect_to_agent`) and by the bench's
-blocking pipe client, plus the agents.toml that hands the same agent to the sidecar and
-the RSS of the processes each side leaves running.
+with no host between, by the acp SDK's own client (`connect_to_agent`: one session, or as
+many as wanted on one connection) and by the bench's blocking pipe client, plus the
+agents.toml that hands the same agent to the sidecar (as `scripted`, one process per
+session, and as `scripted-shared`, declared `shared_process`) and the RSS of the
+processes each side leaves running.
 
 The agent runs as `python scripted_agent.py` in both places; through the sidecar it is
 also wrapped in bubblewrap (what the host adds to an agent's start is part of the ratio).
@@ -33,6 +35,7 @@ from bench.pipes import PipeClient, prompt_params
 
 SCRIPTED = REPO / "tests" / "agents" / "scripted_agent.py"
 NAME = "scripted"
+SHARED_NAME = "scripted-shared"  # the same agent, declared shared_process
 MARKER = "BENCH_S11_MARKER"  # in every agent's env: finds bwrap and the agent by /proc
 
 
@@ -48,19 +51,28 @@ def agent_env(root: Path, marker: str) -> dict[str, str]:
     return {"SCRIPTED_AGENT_STATE": str(state), MARKER: marker}
 
 
-def agents_toml(root: Path, marker: str) -> Path:
+def agents_toml(root: Path, marker: str, shared_marker: str | None = None) -> Path:
     """An agents.toml naming the scripted agent `scripted`, its state dir outside any
-    workspace (writable for it, as tests/external_agents.py `AgentSetup` does)."""
-    env = agent_env(root, marker)
-    table = ", ".join(f"{k} = {_toml(v)}" for k, v in env.items())
+    workspace (writable for it, as tests/external_agents.py `AgentSetup` does); with
+    `shared_marker`, also `scripted-shared`: the same agent declared `shared_process`,
+    found by that marker."""
+    tables = [_table(NAME, agent_env(root, marker))]
+    if shared_marker is not None:
+        tables.append(_table(SHARED_NAME, agent_env(root, shared_marker), shared=True))
     path = root / "agents.toml"
-    path.write_text(
-        f"[agents.{NAME}]\n"
-        f"command = [{_toml(sys.executable)}, {_toml(str(SCRIPTED))}]\n"
-        f"env = {{ {table} }}\n"
-        f"writable = [{_toml(env['SCRIPTED_AGENT_STATE'])}]\n"
-    )
+    path.write_text("\n".join(tables))
     return path
+
+
+def _table(name: str, env: dict[str, str], *, shared: bool = False) -> str:
+    values = ", ".join(f"{k} = {_toml(v)}" for k, v in env.items())
+    return (
+        f"[agents.{name}]\n"
+        f"command = [{_toml(sys.executable)}, {_toml(str(SCRIPTED))}]\n"
+        f"env = {{ {values} }}\n"
+        f"writable = [{_toml(env['SCRIPTED_AGENT_STATE'])}]\n"
+        + ("shared_process = true\n" if shared else "")
+    )
 
 
 def new_marker() -> str:
@@ -150,11 +162,21 @@ class SdkAgent:
         self.session_id = created.session_id
         return (time.perf_counter_ns() - started) / 1e6
 
-    async def turn(self, text: str) -> tuple[float, str]:
-        """ms from `session/prompt` sent to its answer, and the stop reason."""
+    async def open(self) -> tuple[float, str]:
+        """One more session on the same connection: ms to `session/new` answered, its id."""
         assert self.conn is not None
         started = time.perf_counter_ns()
-        answer = await self.conn.prompt(session_id=self.session_id, prompt=[text_block(text)])
+        created = await self.conn.new_session(cwd=str(self.cwd), mcp_servers=[])
+        return (time.perf_counter_ns() - started) / 1e6, created.session_id
+
+    async def turn(self, text: str, session_id: str | None = None) -> tuple[float, str]:
+        """ms from `session/prompt` sent to its answer, and the stop reason (the first
+        session's, unless `session_id` names another)."""
+        assert self.conn is not None
+        started = time.perf_counter_ns()
+        answer = await self.conn.prompt(
+            session_id=session_id or self.session_id, prompt=[text_block(text)]
+        )
         return (time.perf_counter_ns() - started) / 1e6, str(answer.stop_reason)
 
     async def close(self) -> float:

@@ -22,6 +22,7 @@ NEW_X = 1.1  # session/new through the sidecar at most this many times the direc
 TURN_X = 1.1  # a plain turn through the sidecar at most this many times the direct turn
 PREWARM_MS = 300.0  # session/new with a prewarmed agent process, p50
 PREWARM_SETTLE = 1.0  # s between prewarmed creations: the warm process is replaced meanwhile
+SHARED_X = 0.10  # RSS a session adds to a shared agent process ÷ that process's with one
 
 SIDECAR = "sidecar: agent `scripted` (in bubblewrap)"
 DIRECT = "direct: acp SDK client (`connect_to_agent`)"
@@ -29,6 +30,8 @@ PIPE = "direct: the bench's pipe client"
 BUILTIN = "sidecar: builtin engine (no agent)"
 FLOOR = "floor: one stdio round trip (bench/floor.py --asyncio)"
 PREWARM = "sidecar `--prewarm scripted`: agent `scripted`"
+SHARED = "sidecar: agent `scripted-shared` (`shared_process`), its process tree"
+SHARED_DIRECT = "direct: the agent spawned here, sessions on one SDK connection"
 
 
 @dataclass
@@ -51,6 +54,35 @@ class Memory:
 
 
 @dataclass
+class Shared:
+    """Sessions sharing one agent process: RSS after each of `sessions` opened (index
+    k: k + 1 sessions open), the sidecar's too, and the joining sessions' session/new."""
+
+    sessions: int = 0
+    processes: int = 0  # most marked processes seen (bwrap, its init, the agent)
+    tree_kib: list[int] = field(default_factory=list)
+    sidecar_kib: list[int] = field(default_factory=list)
+    join_ms: list[float] = field(default_factory=list)  # sessions 2..n through the sidecar
+    direct_kib: list[int] = field(default_factory=list)
+    direct_join_ms: list[float] = field(default_factory=list)  # sessions 2..n, SDK direct
+
+    @staticmethod
+    def added(kib: list[int]) -> float:
+        """KiB a session adds, on average, after the first."""
+        return (kib[-1] - kib[0]) / (len(kib) - 1) if len(kib) > 1 else float("nan")
+
+    @staticmethod
+    def last_added(kib: list[int]) -> float:
+        """KiB the last session alone added."""
+        return float(kib[-1] - kib[-2]) if len(kib) > 1 else float("nan")
+
+    @staticmethod
+    def share(kib: list[int]) -> float:
+        """A session's addition ÷ the process's RSS with one session."""
+        return div(Shared.added(kib), float(kib[0])) if kib else float("nan")
+
+
+@dataclass
 class Measured:
     new_ms: dict[str, list[float]] = field(default_factory=dict)  # side -> ms per round
     close_ms: dict[str, list[float]] = field(default_factory=dict)
@@ -59,6 +91,7 @@ class Measured:
     prewarm_state: str = ""  # why prewarm was not measured; "" when it was
     prewarm_processes: int = 0  # most agent processes seen after a close, prewarmed sidecar
     memory: Memory = field(default_factory=Memory)
+    shared: Shared = field(default_factory=Shared)
     problems: list[str] = field(default_factory=list)
 
 
@@ -87,7 +120,10 @@ def describe(settings: Settings, m: Measured) -> ScenarioResult:
     turn = {k: p50(v) for k, v in m.turn_ms.items()}
     warm = p50(m.prewarm_ms) if m.prewarm_ms else float("nan")
     result.tables += [_new_table(m, new), _turn_table(m, turn), _memory_table(m.memory)]
+    if m.shared.tree_kib:
+        result.tables.append(_shared_table(m.shared, m.memory))
     _targets(result, m, new, turn, warm)
+    _shared_target(result, m.shared, m.memory)
     result.plots.append(_plot(settings.out / PLOT, m, warm))
     mem = m.memory
     result.summary = (
@@ -95,7 +131,13 @@ def describe(settings: Settings, m: Measured) -> ScenarioResult:
         f"({fmt_ratio(div(new[SIDECAR], new[DIRECT]))}); a turn {fmt(turn[SIDECAR], 2)} ms vs "
         f"{fmt(turn[DIRECT], 2)} ms ({fmt_ratio(div(turn[SIDECAR], turn[DIRECT]))}); "
         + (f"prewarmed session/new {fmt(warm)} ms; " if m.prewarm_ms else "prewarm not measured; ")
-        + f"{_mib(mem.per_session_kib)} MiB per external session"
+        + f"{_mib(mem.per_session_kib)} MiB per external session with a process each"
+        + (
+            f", {_kib(Shared.added(m.shared.tree_kib))} KiB per session sharing one "
+            f"({_pct(Shared.share(m.shared.tree_kib))} of the process)"
+            if len(m.shared.tree_kib) > 1
+            else ""
+        )
     )
     result.notes += [f"**Problem:** {p}" for p in list(dict.fromkeys(m.problems))[:10]]
     result.notes += _notes(m, new, turn)
@@ -110,6 +152,14 @@ def describe(settings: Settings, m: Measured) -> ScenarioResult:
             **vars(mem),
             "sidecar_growth_per_session": mem.growth_kib,
             "per_external_session": mem.per_session_kib,
+        },
+        "shared": {
+            **vars(m.shared),
+            "added_kib": Shared.added(m.shared.tree_kib),
+            "last_added_kib": Shared.last_added(m.shared.tree_kib),
+            "added_share": Shared.share(m.shared.tree_kib),
+            "direct_added_kib": Shared.added(m.shared.direct_kib),
+            "direct_added_share": Shared.share(m.shared.direct_kib),
         },
         "ratios_p50": {
             "session_new": div(new[SIDECAR], new[DIRECT]),
@@ -170,6 +220,92 @@ def _memory_table(mem: Memory) -> Table:
         "by a marker variable in their environment",
         ["what", "processes", "RSS MiB", "per session MiB"],
         rows,
+    )
+
+
+def _kib(kib: float) -> str:
+    return fmt(kib, 0) if kib == kib else "--"
+
+
+def _pct(share: float) -> str:
+    return f"{share:.1%}" if share == share else "--"
+
+
+def _shared_table(sh: Shared, mem: Memory) -> Table:
+    n = sh.sessions
+    tree, direct, sidecar = sh.tree_kib, sh.direct_kib, sh.sidecar_kib
+
+    def row(what: str, procs: str, kib: list[int], share: bool = True) -> list[str]:
+        return [
+            what,
+            procs,
+            _mib(kib[0]),
+            _mib(kib[-1]),
+            _kib(Shared.added(kib)),
+            _kib(Shared.last_added(kib)),
+            _pct(Shared.share(kib)) if share else "--",
+        ]
+
+    one_each = mem.agent_kib / max(1, mem.sessions)
+    rows = [
+        row(SHARED, str(sh.processes), tree),
+        row(SHARED_DIRECT, "1", direct),
+        [
+            f"sidecar: agent `scripted`, a process per session ({mem.sessions} open)",
+            str(mem.agent_processes),
+            _mib(one_each),
+            _mib(mem.agent_kib),
+            _kib(one_each),
+            "--",
+            "100%",
+        ],
+        row("the sidecar itself, as the shared sessions opened", "1", sidecar, share=False),
+    ]
+    return Table(
+        f"{n} sessions of one agent in one place, opened one after another (each after "
+        f"one turn): RSS (VmRSS) of what runs them with 1 and with {n} open; processes "
+        f"found by a marker variable in their environment. `session/new` of a session "
+        f"joining the live shared process: p50 {fmt(p50(sh.join_ms))} ms (p90 "
+        f"{fmt(p90(sh.join_ms))}) through the sidecar; direct, `session/new` on the SDK "
+        f"connection: p50 {fmt(p50(sh.direct_join_ms))} ms",
+        [
+            "what",
+            "processes",
+            "1 session MiB",
+            f"{n} sessions MiB",
+            "per added session KiB",
+            "the last session added KiB",
+            "per added ÷ 1 session",
+        ],
+        rows,
+    )
+
+
+def _shared_target(result: ScenarioResult, sh: Shared, mem: Memory) -> None:
+    if len(sh.tree_kib) < 2:
+        return
+    share = Shared.share(sh.tree_kib)
+    met = share <= SHARED_X
+    result.targets.append(
+        Target(
+            f"RSS a session adds to a shared agent process (mean of sessions 2..{sh.sessions}) "
+            "÷ that process tree's RSS with one session",
+            f"≤ {SHARED_X:.0%}",
+            f"{_pct(share)} ({_kib(Shared.added(sh.tree_kib))} KiB of "
+            f"{_mib(sh.tree_kib[0])} MiB; the last session alone "
+            f"{_kib(Shared.last_added(sh.tree_kib))} KiB; direct on one connection "
+            f"{_pct(Shared.share(sh.direct_kib))}; a process per session: "
+            f"{_mib(mem.agent_kib / max(1, mem.sessions))} MiB each)",
+            met,
+            ""
+            if met
+            else f"Sessions on the shared process cost {_kib(Shared.added(sh.tree_kib))} KiB "
+            f"each where the agent driven directly on one connection costs "
+            f"{_kib(Shared.added(sh.direct_kib))} KiB: if the two are near, it is the agent's "
+            "own per-session state (the host adds nothing to its process); if the sidecar "
+            f"side's tree had more than 3 processes ({sh.processes} seen), sessions did not "
+            "share (see the sidecar log: 'shares a process with').",
+        )
     )
 
 
@@ -261,6 +397,18 @@ def _notes(m: Measured, new: dict[str, float], turn: dict[str, float]) -> list[s
         f"driven with) starts it in {fmt(new[PIPE])} ms and turns in {fmt(turn[PIPE], 2)} ms: "
         "the SDK client's own cost is the difference from the SDK row.",
     ]
+    if len(m.shared.tree_kib) > 1:
+        notes.append(
+            f"Sharing: `scripted-shared` is the same agent declared `shared_process`; its "
+            f"{m.shared.sessions} sessions (same cwd, same sandbox) ran on "
+            f"{m.shared.processes} processes (bwrap, its init, the agent: one tree), each "
+            "session its own agent session; a session joining the live process skips "
+            f"spawn and `initialize` (`session/new` p50 {fmt(p50(m.shared.join_ms))} ms vs "
+            f"{fmt(new[SIDECAR])} ms for a cold start). What a session adds is the agent's "
+            "own state for it (a dict entry and a saved JSON file for this agent); real "
+            "agents add more (claude-agent-acp runs a Claude Code process per session: "
+            "docs/agents.md)."
+        )
     if m.prewarm_ms:
         notes.append(
             f"Prewarm: one session first sets the directory; each measured creation comes "
@@ -280,7 +428,7 @@ def _plot(path: Path, m: Measured, warm: float) -> str:
     mem = m.memory
     n = max(1, mem.sessions)
     memory = [mem.agent_kib / n, mem.growth_kib, mem.per_session_kib, mem.direct_kib / n]
-    fig, axes = plt.subplots(1, 4, figsize=(22, 5.2))
+    fig, axes = plt.subplots(1, 5, figsize=(27, 5.2))
     labels = ["direct SDK", "direct pipe", "sidecar", "sidecar, builtin", "sidecar --prewarm"]
     _bars(
         axes[0],
@@ -309,11 +457,34 @@ def _plot(path: Path, m: Measured, warm: float) -> str:
         ["agent procs", "sidecar growth", "per external session", "direct agent"],
         {"MiB": [v / 1024.0 for v in memory]},
     )
+    _shared_plot(axes[4], m.shared, mem)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path.name
+
+
+def _shared_plot(ax: Axes, sh: Shared, mem: Memory) -> None:
+    """RSS of what runs k sessions of one agent in one place, k = 1..n: one shared process
+    through the sidecar, one SDK connection direct, and a process per session (the
+    per-session average of the memory run, times k)."""
+    ks = list(range(1, len(sh.tree_kib) + 1))
+    if ks:
+        ax.plot(ks, [v / 1024.0 for v in sh.tree_kib], "o-", label="sidecar, one shared process")
+    if sh.direct_kib:
+        direct_ks = list(range(1, len(sh.direct_kib) + 1))
+        ax.plot(
+            direct_ks, [v / 1024.0 for v in sh.direct_kib], "s-", label="direct, one connection"
+        )
+    if mem.sessions and ks:
+        each = mem.agent_kib / mem.sessions / 1024.0
+        ax.plot(ks, [each * k for k in ks], "--", label="sidecar, a process per session")
+    ax.set_xlabel("sessions open")
+    ax.set_ylabel("MiB")
+    ax.set_title("RSS of the agent processes vs sessions")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
 
 
 def _bars(ax: Axes, title: str, groups: list[str], series: dict[str, list[float]]) -> None:

@@ -100,8 +100,8 @@ class Assembly:
 
     async def stop_agents(self) -> None:
         """At exit, after every session closed: the warm processes stop too."""
-        if self.engines is not None and self.engines.prewarmer is not None:
-            await self.engines.prewarmer.aclose()
+        if self.engines is not None:
+            await self.engines.aclose()
 
     @classmethod
     def build(

@@ -35,9 +35,12 @@ class AgentSetup:
     def log_path(self, name: str) -> Path:
         return self.state / f"{name}.log"
 
-    def add(self, name: str, caps: str | None = None, **env: str) -> AgentSetup:
+    def add(
+        self, name: str, caps: str | None = None, *, shared: bool = False, **env: str
+    ) -> AgentSetup:
         """An agent `name` running the scripted agent with SCRIPTED_AGENT_<KEY>=value for
-        each keyword (fail="new-hang" -> SCRIPTED_AGENT_FAIL=new-hang)."""
+        each keyword (fail="new-hang" -> SCRIPTED_AGENT_FAIL=new-hang); `shared`: declared
+        `shared_process` (one process serves its sessions in the same sandbox)."""
         values = {
             "SCRIPTED_AGENT_LOG": str(self.log_path(name)),
             "SCRIPTED_AGENT_STATE": str(self.state / name),
@@ -53,6 +56,7 @@ class AgentSetup:
             f"command = [{toml_string(sys.executable)}, {toml_string(str(SCRIPTED))}]\n"
             f"env = {{ {env_table} }}\n"
             f"writable = [{toml_string(str(self.state))}]\n"
+            + ("shared_process = true\n" if shared else "")
         )
         self.names.append(name)
         self.file.write_text("\n".join(self._tables))
@@ -70,6 +74,26 @@ class AgentSetup:
 
     def methods(self, name: str) -> list[str]:
         return [entry["method"] for entry in self.received(name) if "method" in entry]
+
+    def agent_session(self, name: str, prompt: str) -> str:
+        """The agent's own session id of the session that sent `prompt` (a text sent once)."""
+        for entry in self.received(name):
+            if entry.get("method") == "session/prompt":
+                params = entry["params"]
+                if any(block.get("text") == prompt for block in params["prompt"]):
+                    return str(params["sessionId"])
+        raise AssertionError(f"{name} was never sent {prompt!r}")
+
+    def agents(self) -> list[int]:
+        """The agent processes themselves still running (not the bubblewrap around them)."""
+        found = []
+        for pid in self.alive():
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap":
+                    found.append(pid)
+            except OSError:
+                continue  # gone since
+        return found
 
     def alive(self) -> list[int]:
         """Processes still running whose environment holds this setup's marker."""

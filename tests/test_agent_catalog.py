@@ -341,6 +341,9 @@ def test_presets_are_the_four_known_agents_each_with_an_install_command() -> Non
         assert defn.install and defn.install.startswith("npm install -g @")
         assert defn.writable and all(w.startswith("~/") for w in defn.writable)
     assert PRESETS["claude"].command == ("claude-agent-acp",)
+    # Declared, never guessed: only the agents tried with several sessions per process.
+    assert {n for n, d in PRESETS.items() if d.shared_process} == {"claude", "codex"}
+    assert parse_cli_agent("mine=my-agent").shared_process is False
     assert PRESETS["gemini"].command == ("gemini", "--acp")
     assert "ANTHROPIC_API_KEY" in PRESETS["claude"].pass_env
     assert "OPENAI_API_KEY" not in PRESETS["claude"].pass_env
@@ -374,6 +377,7 @@ pass_env = ["OTHER_KEY"]
 writable = ["~/.myagent"]
 install = "pipx install my-agent"
 isolated_home = true
+shared_process = true
 
 [agents.claude]
 command = "claude-agent-acp --model 'big one'"
@@ -400,11 +404,13 @@ def test_config_adds_agents_and_replaces_presets(tmp_path: Path) -> None:
         writable=("~/.myagent",),
         install="pipx install my-agent",
         isolated_home=True,
+        shared_process=True,
         source="config",
     )
     claude = catalog.get("claude")
     assert claude.command == ("claude-agent-acp", "--model", "big one")
     assert claude.source == "config" and claude.pass_env == () and claude.install is None
+    assert claude.shared_process is False  # a table replacing a preset replaces it whole
     assert catalog.info("myagent") == AgentInfo(
         "myagent", "my-agent --acp", True, "pipx install my-agent", "config", None
     )
@@ -483,6 +489,7 @@ def test_remember_keeps_a_copy_of_what_an_agent_advertised() -> None:
         ('[agents.foo]\ncommand = ["a"]\ninstall = " "', "agents.foo.install: must be a non-empty string"),
         ('[agents.foo]\ncommand = ["a"]\nisolated_home = 1', "agents.foo.isolated_home: must be true or false"),
         ('[agents.foo]\ncommand = ["a"]\nisolated_home = "yes"', "agents.foo.isolated_home: must be true or false"),
+        ('[agents.foo]\ncommand = ["a"]\nshared_process = "yes"', "agents.foo.shared_process: must be true or false"),
         ("agents = 3", "agents: must be a table"),
         (f'agents = {{ foo = "{SECRET}" }}', "agents.foo: must be a table"),
         (f'[agents.foo\ncommand = "{SECRET}"', "is not valid TOML"),

@@ -711,13 +711,34 @@ async def test_an_agent_that_ignores_cancel_is_stopped_after_the_grace(
         result = await asyncio.wait_for(turn, 20)  # not the 60 s the agent blocks for
         assert result["stopReason"] == "cancelled"
         assert await gone(setup) == []  # stopped in stages: nothing of it is left
-        # That generation's agent is gone: the next prompt says so, naming it, and the
-        # one after runs on a new process.
-        with pytest.raises(RpcError) as caught:
-            await sidecar.prompt(sid, "say again")
-        assert caught.value.code == -32050 and "'deaf'" in str(caught.value)
+        # That generation's agent is gone: the session says so, naming it, and the next
+        # prompt runs on a new process.
+        await sidecar.wait_state(sid, "error")
+        last_error = (await sidecar.status(sid))["lastError"]
+        assert "'deaf' did not end a cancelled turn within 1 s" in last_error
         assert (await sidecar.prompt(sid, "say back"))["stopReason"] == "end_turn"
         assert "back" in texts(sidecar, sid, "agent_message_chunk")
+    finally:
+        await sidecar.close()
+    assert await gone(setup) == []
+
+
+async def test_an_agent_that_exits_between_turns_puts_the_session_in_error_and_the_next_prompt_runs(
+    tmp_path: Path, workspace: Path, setup: AgentSetup
+) -> None:
+    setup.add("scripted")
+    sidecar = await start(tmp_path / "data", setup)
+    try:
+        sid = (await sidecar.new_session(workspace, agent="scripted"))["sessionId"]
+        assert (await sidecar.prompt(sid, "say bye\nexit-after-reply"))["stopReason"] == "end_turn"
+        await sidecar.wait_state(sid, "error")
+        status = await sidecar.status(sid)
+        assert "'scripted' exited with status 0" in status["lastError"]
+        assert "exiting after reply" in status["lastError"]
+        # Not a failed prompt first: the next one starts a new generation at once.
+        assert (await sidecar.prompt(sid, "say back"))["stopReason"] == "end_turn"
+        assert setup.methods("scripted").count("initialize") == 2
+        assert (await sidecar.status(sid))["lastError"] is None
     finally:
         await sidecar.close()
     assert await gone(setup) == []

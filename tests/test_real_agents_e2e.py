@@ -347,3 +347,64 @@ async def test_a_real_agent_is_a_sessions_engine_through_the_sidecar(
     assert unknown == [], f"the agent called paths the fake does not serve: {unknown}"
     assert (looked_up := await world.control.dns()) == [], f"DNS lookups: {looked_up}"
     assert not run.problems, "\n".join(run.problems)
+
+
+async def test_two_sessions_of_a_real_agent_share_its_process(
+    case: Case, world: World, tmp_path: Path
+) -> None:
+    """Declared `shared_process` (as its preset is): two sessions in one workspace run on
+    one agent process, each its own agent session and its own turns; closing one ends
+    only its agent session (`session/close`), the last one out stops the process."""
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    workspace.mkdir()
+    marker = uuid.uuid4().hex
+    launch = case.launch(home, world.base_url)
+    toml = agents_toml(
+        tmp_path / "agents.toml", case.name, launch, {MARK: marker}, [home], shared=True
+    )
+    sidecar = await Sidecar.start(
+        tmp_path / "data",
+        "--agents-file",
+        str(toml),
+        env={"HOME": str(home)},
+        python=launcher(world.ns, tmp_path),
+    )
+
+    async def call(method: str, params: dict[str, Any]) -> Any:
+        return await asyncio.wait_for(sidecar.client.request(method, params), WAIT)
+
+    def said(sid: str) -> str:
+        return "".join(
+            u["content"].get("text", "") for u in sidecar.updates(sid, "agent_message_chunk")
+        )
+
+    try:
+        params = {"cwd": str(workspace), "mcpServers": [], "_meta": {"agent": case.name}}
+        first = (await call("session/new", params))["sessionId"]
+        second = (await call("session/new", params))["sessionId"]
+        asked = host_requests(tapped(home))
+        assert asked.count("initialize") == 1 and asked.count("session/new") == 2, asked
+        ids = [
+            e["result"]["sessionId"] for e in tapped(home) if "sessionId" in (e.get("result") or {})
+        ]
+        assert len(set(ids)) == 2, ids
+        for sid, word in ((first, "first-answer"), (second, "second-answer")):
+            await world.control.script({"type": "text", "text": word})
+            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": f"Say {word}"}]}
+            assert (await call("session/prompt", prompt))["stopReason"] == "end_turn"
+        assert "first-answer" in said(first) and "second-answer" not in said(first)
+        assert "second-answer" in said(second) and "first-answer" not in said(second)
+        await call("session/close", {"sessionId": first})
+        closed = [e for e in tapped(home) if e.get("method") == "session/close"]
+        assert len(closed) == 1 and closed[0]["from"] == "host", closed
+        assert marked_processes(MARK, marker), "closing one session stopped the shared process"
+        await world.control.script({"type": "text", "text": "still-here"})
+        prompt = {"sessionId": second, "prompt": [{"type": "text", "text": "Say still-here"}]}
+        assert (await call("session/prompt", prompt))["stopReason"] == "end_turn"
+        assert "still-here" in said(second)
+        await call("session/close", {"sessionId": second})
+        assert await none_left(marker) == []
+    finally:
+        print(json.dumps({case.name: host_requests(tapped(home))}))
+        await sidecar.close()
+    assert await none_left(marker) == []

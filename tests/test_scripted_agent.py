@@ -67,6 +67,7 @@ class RecordingClient:
     permissions: list[Any] = field(default_factory=list)
     writes: list[tuple[str, str]] = field(default_factory=list)
     reads: list[str] = field(default_factory=list)
+    read_for: list[str] = field(default_factory=list)  # the sessionId of each read
     terminals: list[dict[str, Any]] = field(default_factory=list)
     _procs: dict[str, tuple[asyncio.subprocess.Process, asyncio.Task[bytes]]] = field(
         default_factory=dict
@@ -98,6 +99,7 @@ class RecordingClient:
         self, session_id: str, path: str, **kwargs: Any
     ) -> ReadTextFileResponse:
         self.reads.append(path)
+        self.read_for.append(session_id)
         try:
             return ReadTextFileResponse(content=Path(path).read_text())
         except OSError as exc:
@@ -601,6 +603,54 @@ async def test_cancel_ends_the_turn_cancelled(tmp_path: Path, waiting: str) -> N
         assert (await turn).stop_reason == "cancelled"
         assert run.client.texts() == ["before"]
     assert {"method": "session/cancel", "params": {"sessionId": sid}} in log_entries(log)
+
+
+async def test_one_process_serves_several_sessions_each_its_own(tmp_path: Path) -> None:
+    """A shared agent process: concurrent turns, each session's updates under its own id,
+    a cancel reaching only the session it names, a stubborn turn leaving the others be."""
+    log = tmp_path / "agent.jsonl"
+    async with agent(tmp_path, SCRIPTED_AGENT_LOG=str(log)) as run:
+        first = await run.session()
+        second = (await run.conn.new_session(cwd=str(run.cwd), mcp_servers=[])).session_id
+        assert first != second
+        turns = await asyncio.gather(run.prompt(first, "say one"), run.prompt(second, "say two"))
+        assert [t.stop_reason for t in turns] == ["end_turn", "end_turn"]
+        assert run.client.texts(first) == ["one"] and run.client.texts(second) == ["two"]
+        waiting = asyncio.ensure_future(run.prompt(first, "say a\nwait-cancel"))
+        working = asyncio.ensure_future(run.prompt(second, "say b\nsleep 0.5\nsay b-done"))
+        await until(lambda: "a" in run.client.texts(first))
+        await run.conn.cancel(session_id=first)
+        assert (await waiting).stop_reason == "cancelled"
+        assert (await working).stop_reason == "end_turn"
+        assert run.client.texts(second)[-1] == "b-done"
+        # A turn that ignores its cancel runs on; the other session is not held up.
+        stubborn = asyncio.ensure_future(run.prompt(first, "say c\nignore-cancel 600\nsay c"))
+        await until(lambda: "c" in run.client.texts(first))
+        await run.conn.cancel(session_id=first)
+        assert (await run.prompt(second, "say meanwhile")).stop_reason == "end_turn"
+        assert not stubborn.done()  # it sleeps on, for longer than the test may run
+        stubborn.cancel()
+    cancels = [e["params"] for e in log_entries(log) if e.get("method") == "session/cancel"]
+    assert cancels == [{"sessionId": first}, {"sessionId": first}]
+
+
+async def test_commands_on_new_come_before_the_answer(tmp_path: Path) -> None:
+    async with agent(tmp_path, SCRIPTED_AGENT_COMMANDS_ON_NEW="1") as run:
+        await run.init()
+        created = await run.conn.new_session(cwd=str(run.cwd), mcp_servers=[])
+        (update,) = run.client.of(AvailableCommandsUpdate, created.session_id)
+        assert [c.name for c in update.available_commands] == ["hello", "bye"]
+
+
+async def test_read_as_names_another_session_in_its_request(tmp_path: Path) -> None:
+    async with agent(tmp_path) as run:
+        sid = await run.session()
+        (run.cwd / "f.txt").write_text("text")
+        await run.prompt(sid, "read-as someone-else f.txt")
+        assert run.client.read_for == ["someone-else"]
+        assert run.client.texts() == ["read-as: text"]
+        await run.prompt(sid, "read-as someone-else missing.txt")
+        assert run.client.texts()[-1].startswith("read-as failed: -32002 ")
 
 
 async def test_crash_exits_7_mid_turn(tmp_path: Path) -> None:

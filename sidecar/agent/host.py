@@ -101,6 +101,11 @@ class EngineHost(Protocol):
         """Tokens an engine's model used this turn (an external agent's report): added to
         the turn's and the session's totals (stored with the end of the turn)."""
 
+    def engine_lost(self, reason: str) -> None:
+        """Between turns, what runs the engine is gone (an external agent's process
+        exited): the session goes to error (lastError: `reason`) and its next prompt starts
+        a new generation. Ignored while a turn runs: that turn fails by itself."""
+
     def contain(self, argv: Sequence[str], writable: Sequence[str]) -> list[str]:
         """`argv` wrapped in the session's sandbox as a long-lived agent process: its own
         PID namespace, the cwd and `writable` writable in `workspace`, the network kept.

@@ -194,6 +194,7 @@ class TurnRunner:
         self._context_budget = context_budget
         self._supervisor: asyncio.Task[Any] | None = None  # the running turn's task
         self._working = False  # its work runs: a cancel may reach it
+        self._lost_after_turn: str | None = None  # the engine went while a turn ran
         self._cancel_requested = False
         self._cancel_sent = False  # abort cancelled the task (once per turn)
         self._context: ProviderContext | None = None
@@ -370,6 +371,34 @@ class TurnRunner:
             supervisor.cancel()
         return True
 
+    def engine_lost(self, reason: str) -> None:
+        """What ran the engine is gone between turns (an external agent's process that
+        exited, or a shared one another session's turn crashed): the session goes to
+        error, lastError saying why, so its next prompt starts a new generation instead of
+        failing first. Written under the turn lock (a prompt right then is told the
+        session is busy); while a turn runs, after it (one that failed for it is in error
+        already; one that ended as the agent exited, its answer sent, is not); ignored once
+        closed."""
+        runtime = self._runtime
+        if self._supervisor is not None:
+            self._lost_after_turn = reason
+            return
+        if runtime.closed or runtime.status is not Status.IDLE:
+            return
+        lost = asyncio.create_task(self._lost(reason), name=f"lost {runtime.session_id}")
+        self._supervisor = lost
+        lost.add_done_callback(self._released)
+
+    async def _lost(self, reason: str) -> None:
+        runtime = self._runtime
+        try:
+            await runtime.transition(Status.ERROR, last_error=reason)
+        except StaleGeneration:
+            return  # another generation is the session's now
+        except StoreError as exc:
+            log.error("session %s: its engine is gone, unrecorded: %s", runtime.session_id, exc)
+            runtime.fail_unrecorded(reason)
+
     async def stop(self) -> None:
         """Cancel whatever runs and wait until its state is settled (close uses this)."""
         supervisor = self._supervisor
@@ -410,6 +439,9 @@ class TurnRunner:
             self._working = False
             self._engine_turn = False
             self.before_turn = None
+            lost, self._lost_after_turn = self._lost_after_turn, None
+            if lost is not None:
+                self.engine_lost(lost)
 
     async def _run_work(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T | _Aborted:
         """The work, the only part of a turn a cancel reaches: its result, or ABORTED when

@@ -2,9 +2,13 @@
 
 Tests of the sidecar run it as a session's external engine: each prompt line is a
 directive (say, write, run, crash, garbage, ...) so a test can make the agent do every
-normal thing and every fault on cue. Environment variables pick process-level faults
+normal thing and every fault on cue. One process serves any number of sessions, each
+with its own id, history and running turn (a shared agent process: `read-as` asks the
+client for another session's id, `ignore-cancel` keeps one session's turn going after
+its cancel while the others run). Environment variables pick process-level faults
 (SCRIPTED_AGENT_FAIL, ..._IGNORE_EOF, ..._IGNORE_TERM), the advertised session
-capabilities (..._CAPS), a log of what the host sent (..._LOG) and persistence
+capabilities (..._CAPS), its commands announced before it answers session/new
+(..._COMMANDS_ON_NEW), a log of what the host sent (..._LOG) and persistence
 (..._STATE). Run as `python tests/agents/scripted_agent.py`; stdlib + `acp` only.
 """
 
@@ -110,7 +114,8 @@ STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cance
 DIRECTIVES = frozenset(
     "say think plan plan-many usage commands write shell-write read run sleep wait-cancel block crash"
     " garbage"
-    " bigline unknown-request other-session unannounced-permission daemon exit-after-reply stop".split()
+    " bigline unknown-request other-session unannounced-permission daemon exit-after-reply stop"
+    " ignore-cancel read-as".split()
 )
 
 
@@ -360,6 +365,9 @@ class ScriptedAgent:
         session = Session(id=f"sess-{uuid.uuid4().hex[:12]}", cwd=cwd)
         self._sessions[session.id] = session
         self._store.save(session)
+        if os.environ.get("SCRIPTED_AGENT_COMMANDS_ON_NEW") == "1":
+            # Before the answer (real agents do): the client knows no such id yet.
+            await self._send_commands(session)
         return NewSessionResponse(
             session_id=session.id, modes=_modes(session), config_options=_config(session)
         )
@@ -610,6 +618,9 @@ class ScriptedAgent:
         )
 
     async def _do_commands(self, session: Session, turn: Turn, rest: str) -> None:
+        await self._send_commands(session)
+
+    async def _send_commands(self, session: Session) -> None:
         hello = AvailableCommand(
             name="hello",
             description="Say hello",
@@ -810,6 +821,11 @@ class ScriptedAgent:
     async def _do_wait_cancel(self, session: Session, turn: Turn, rest: str) -> None:
         await turn.cancelled.wait()
 
+    async def _do_ignore_cancel(self, session: Session, turn: Turn, rest: str) -> None:
+        """This session's turn goes on after its cancel (the loop, and every other
+        session on this process, do not wait for it)."""
+        await asyncio.sleep(float(rest.strip() or "30"))
+
     async def _do_block(self, session: Session, turn: Turn, rest: str) -> None:
         """An agent that ignores session/cancel (and everything else): the loop blocks."""
         time.sleep(float(rest.strip() or "30"))
@@ -840,6 +856,17 @@ class ScriptedAgent:
 
     async def _do_other_session(self, session: Session, turn: Turn, rest: str) -> None:
         await self._conn.session_update("not-this-session", update_agent_message_text("leak"))
+
+    async def _do_read_as(self, session: Session, turn: Turn, rest: str) -> None:
+        """fs/read_text_file naming another session id (`read-as SESSION_ID PATH`)."""
+        other, _, arg = rest.strip().partition(" ")
+        path = self._path(session, arg)
+        try:
+            answer = await self._conn.read_text_file(session_id=other, path=path)
+        except RequestError as exc:
+            await self._say(session, turn, f"read-as failed: {exc.code} {exc}")
+            return
+        await self._say(session, turn, f"read-as: {answer.content}")
 
     async def _do_unannounced_permission(self, session: Session, turn: Turn, rest: str) -> None:
         call = ToolCallUpdate(tool_call_id="never-announced", title="Unannounced", kind="other")

@@ -74,18 +74,31 @@ def toml_string(text: str) -> str:
 
 
 def agents_toml(
-    path: Path, name: str, launch: Launch, extra_env: dict[str, str], writable: list[Path]
+    path: Path,
+    name: str,
+    launch: Launch,
+    extra_env: dict[str, str],
+    writable: list[Path],
+    *,
+    shared: bool = False,
 ) -> Path:
     """agents.toml with one agent: launch's argv behind the tap (its log in writable[0]) and
-    launch's environment (HOME left out: the sidecar sets the agent's HOME to its own)."""
+    launch's environment (HOME left out: the sidecar sets the agent's HOME to its own);
+    `shared`: declared `shared_process`, as the preset of that name is."""
     tap_log = tap_log_path(writable[0])
+    # There from the start: the sandbox binds what an argv names under /tmp once it exists
+    # (`sandbox.program_roots`), so every process of the agent gets the same sandbox (and
+    # sessions of a `shared_process` agent the same process).
+    tap_log.parent.mkdir(parents=True, exist_ok=True)
+    tap_log.touch()
     command = [sys.executable, str(HERE), "tap", str(tap_log), "--", *launch.argv]
     env = {k: v for k, v in launch.env.items() if k != "HOME"} | extra_env
     path.write_text(
         f"[agents.{name}]\n"
         f"command = [{', '.join(toml_string(a) for a in command)}]\n"
         f"env = {{ {', '.join(f'{k} = {toml_string(v)}' for k, v in env.items())} }}\n"
-        f"writable = [{', '.join(toml_string(str(p)) for p in writable)}]\n",
+        f"writable = [{', '.join(toml_string(str(p)) for p in writable)}]\n"
+        + ("shared_process = true\n" if shared else ""),
         encoding="utf-8",
     )
     return path

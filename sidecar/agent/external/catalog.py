@@ -47,6 +47,7 @@ class _Entry(BaseModel):
     writable: list[str] = []
     install: str | None = None
     isolated_home: bool = False
+    shared_process: bool = False
 
 
 class _File(BaseModel):
@@ -62,6 +63,7 @@ _MUST = {
     "writable": "must be a list of paths",
     "install": "must be a string",
     "isolated_home": "must be true or false",
+    "shared_process": "must be true or false",
     "agents": "must be a table of [agents.NAME] tables",
 }
 _MUST_EACH = {  # one element of a list or table field
@@ -132,6 +134,7 @@ def load_config(config_file: Path) -> dict[str, AgentDefinition]:
                 writable=tuple(entry.writable),
                 install=entry.install,
                 isolated_home=entry.isolated_home,
+                shared_process=entry.shared_process,
                 source="config",
             )
         except AgentConfigError as e:

@@ -1,12 +1,13 @@
-"""The sidecar as an external agent's ACP client: what the agent may ask of us.
+"""The sidecar as an external agent's ACP client, for one session: what the agent may ask.
 
-Everything the agent asks goes through the host, as our own loop's tools do:
-`session/request_permission` through the session's consent (rules, the approval setting,
-the user over ACP or HTTP); `fs/read_text_file` and `fs/write_text_file` through our
-file tools (confined to the cwd, the data dirs refused, a write checkpointed first and
-written safely); `terminal/*` through the session's sandboxed command backend. Unknown
-methods are answered method-not-found; updates for another session are dropped. No
-request of the agent can take the sidecar down: a failure is the request's error.
+Everything the agent asks for this session goes through the session's host, as our own
+loop's tools do: `session/request_permission` through the session's consent (rules, the
+approval setting, the user over ACP or HTTP); `fs/read_text_file` and `fs/write_text_file`
+through our file tools (confined to the cwd, the data dirs refused, a write checkpointed
+first and written safely); `terminal/*` through the session's sandboxed command backend.
+The connection's router (`router.py`) hands each message to the session it names; what
+names another session is dropped or refused here too. No request of the agent can take
+the sidecar down: a failure is the request's error.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def _option(options: list[schema.PermissionOption], kinds: tuple[Choice, ...]) -
 class HostClient:
     """One agent session's client side; `session_id` is the agent's id, set once known."""
 
-    def __init__(self, agent: str) -> None:
-        self._attached: tuple[EngineHost, Relay] | None = None  # none while warm
+    def __init__(self, agent: str, host: EngineHost, relay: Relay) -> None:
+        self._host = host
+        self._relay = relay
         self._agent = agent
         self.session_id: str | None = None
         self._terminals: dict[str, _Terminal] = {}
@@ -67,22 +69,6 @@ class HostClient:
         # in the order they arrived (the lock is fair), and a request waits for those
         # that came before it (a permission request for a call just announced).
         self._order = asyncio.Lock()
-
-    def attach(self, host: EngineHost, relay: Relay) -> None:
-        """The session this process now serves (a warm process gets one when taken)."""
-        self._attached = (host, relay)
-
-    @property
-    def _host(self) -> EngineHost:
-        if self._attached is None:
-            raise RequestError.invalid_params({"sessionId": "no session is open yet"})
-        return self._attached[0]
-
-    @property
-    def _relay(self) -> Relay:
-        if self._attached is None:
-            raise RequestError.invalid_params({"sessionId": "no session is open yet"})
-        return self._attached[1]
 
     def _ours(self, session_id: str, what: str) -> bool:
         if self.session_id is not None and session_id != self.session_id:
@@ -103,9 +89,7 @@ class HostClient:
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         async with self._order:
-            if self._attached is None:
-                log.debug("agent %s: an update before any session: dropped", self._agent)
-            elif self._ours(session_id, "an update"):
+            if self._ours(session_id, "an update"):
                 await self._relay.update(update)
 
     async def settled(self) -> None:
@@ -347,21 +331,3 @@ class HostClient:
         for terminal in self._terminals.values():
             terminal.output.close()
         self._terminals.clear()
-
-    # ---- the rest --------------------------------------------------------------------
-
-    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
-        raise RequestError.method_not_found("elicitation/create")
-
-    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
-        log.debug("agent %s: elicitation/complete ignored", self._agent)
-
-    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        log.info("agent %s: asked %r, which we do not implement", self._agent, method[:80])
-        raise RequestError.method_not_found(method)
-
-    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
-        log.debug("agent %s: notification %r ignored", self._agent, method[:80])
-
-    def on_connect(self, conn: Any) -> None:
-        del conn

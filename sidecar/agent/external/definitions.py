@@ -106,6 +106,9 @@ class AgentDefinition:
     writable: tuple[str, ...] = ()  # besides the cwd: absolute, "~" or "~/..." (user's home)
     install: str | None = None  # the command that installs it, shown while not installed
     isolated_home: bool = False  # each session its own HOME (under the data dir)
+    # One process may serve several sessions (ACP allows it; declared, never guessed):
+    # sessions of this agent whose sandbox is identical share one process and connection.
+    shared_process: bool = False
     source: str = "preset"  # "preset" | "config" | "command line"
 
     def __post_init__(self) -> None:
@@ -170,6 +173,8 @@ def _problems(d: AgentDefinition) -> list[tuple[str, str]]:
         found.append(("install", "must be a non-empty string"))
     if not isinstance(d.isolated_home, bool):
         found.append(("isolated_home", "must be true or false"))
+    if not isinstance(d.shared_process, bool):
+        found.append(("shared_process", "must be true or false"))
     return found
 
 

@@ -1,51 +1,55 @@
-"""An external ACP agent as a session's engine: its process, its session, its turns.
+"""An external ACP agent as a session's engine: its agent session, its turns.
 
-One `ExternalEngine` per runtime generation, disposable like every runtime part: `start`
-spawns the agent inside the session's sandbox (`agent/sandbox.py`: its own PID
-namespace, the cwd and the agent's own state dirs writable in `workspace`, nothing in
-`read-only`; the network kept so it reaches its model), is its ACP client (`initialize`
-offering fs and terminals, then the agent's session: loaded or resumed when the record
-holds one and the agent can, else new), and `close` stops the process in stages. A turn
-is one `session/prompt`; what the agent streams is relayed (`relay.py`), what it asks is
-served through the host (`client.py`). A cancel is ACP's `session/cancel`; an agent
-that has not ended the turn within the grace is stopped. An agent that exits, crashes or
-breaks the protocol fails the turn with `AgentFailed`, naming the agent and the tail of
-its stderr; the next prompt or resume starts a new process (a new generation).
+One `ExternalEngine` per runtime generation, disposable like every runtime part. `start`
+joins an agent connection (`pool.py`: the live process the session may share -- an agent
+declared `shared_process`, the same contained argv and env --, else the warm one for its
+place, else a new one spawned inside the session's sandbox: `agent/sandbox.py`, its own
+PID namespace, the cwd and the agent's state dirs writable in `workspace`, the network
+kept) and opens the agent's session on it (loaded or resumed when the record holds one
+and the agent can, else new). `close` leaves the connection (`session/close` where the
+agent takes it, when others stay on it); the last session out stops the process in
+stages. A turn is one `session/prompt`; what the agent streams for this session is
+relayed (`relay.py`), what it asks for it is served through this session's host
+(`client.py`), each routed by session id (`router.py`). A cancel is ACP's
+`session/cancel` for this session; an agent that has not ended the turn within the grace
+is stopped when this session is alone on it, else this session is detached from it (see
+`_give_up`). An agent that exits, crashes or breaks the protocol fails the turn with
+`AgentFailed`, naming the agent and the tail of its stderr; the next prompt or resume
+starts a new generation, on a new process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, schema
+from acp import RequestError, schema
 from acp.client.connection import ClientSideConnection
 
 from protocol.values import StopReason
 from sidecar.agent.engine import EngineStart
 from sidecar.agent.external.client import HostClient
+from sidecar.agent.external.connection import AgentConnection
 from sidecar.agent.external.definitions import AgentDefinition
-from sidecar.agent.external.prewarm import Place, Prewarmer
-from sidecar.agent.external.process import AgentProcess
+from sidecar.agent.external.opening import SessionOpener
+from sidecar.agent.external.options import AgentOptions
+from sidecar.agent.external.pool import AgentPool, ShareKey
+from sidecar.agent.external.prewarm import Place, Prewarmer, WarmAgent
 from sidecar.agent.external.relay import Relay
-from sidecar.agent.external.transport import AgentTransport
 from sidecar.agent.host import EngineHost, TurnHost
 from sidecar.agent.outcome import TurnOutcome
 from sidecar.agent.sandbox import SandboxUnavailable
-from sidecar.domain.agent_options import MODE_ID, AgentOption
-from sidecar.domain.errors import AgentFailed, InvalidInput
+from sidecar.domain.agent_options import AgentOption
+from sidecar.domain.errors import AgentFailed
 from sidecar.domain.events import AgentOptionsChanged
 from sidecar.domain.prompts import UserPrompt
 from sidecar.domain.records import SessionRecord
 
 log = logging.getLogger(__name__)
 
-CLIENT_NAME: Final = "acp-session-host"
 _STOPS: Final[dict[str, StopReason]] = {reason.value: reason for reason in StopReason}
 
 
@@ -61,93 +65,9 @@ class Launch:
     interrupt_grace: float
 
 
-def _choices(option: schema.SessionConfigOptionSelect) -> tuple[tuple[str, str], ...]:
-    flat: list[tuple[str, str]] = []
-    for item in option.options:
-        if isinstance(item, schema.SessionConfigSelectGroup):
-            flat += [(choice.value, choice.name) for choice in item.options]
-        else:
-            flat.append((item.value, item.name))
-    return tuple(flat)
-
-
-def agent_options(config: Any, modes: schema.SessionModeState | None) -> tuple[AgentOption, ...]:
-    """The agent's select options and its modes, as the session offers them."""
-    found = [
-        AgentOption(o.id, o.name, o.current_value, _choices(o), o.description)
-        for o in config or ()
-        if isinstance(o, schema.SessionConfigOptionSelect)
-    ]
-    if modes is not None and not any(o.option_id == MODE_ID for o in found):
-        choices = tuple((m.id, m.name) for m in modes.available_modes)
-        found.append(AgentOption(MODE_ID, "Agent mode", modes.current_mode_id, choices))
-    return tuple(found)
-
-
 def _capabilities(init: schema.InitializeResponse) -> dict[str, Any]:
     caps = init.agent_capabilities
     return {} if caps is None else caps.model_dump(by_alias=True, exclude_none=True)
-
-
-async def call_agent(process: AgentProcess, request: Any, what: str) -> Any:
-    """One request to the agent; its death or an error answer is AgentFailed."""
-    waiting = asyncio.ensure_future(request)
-    exited = asyncio.ensure_future(process.wait())
-    try:
-        await asyncio.wait([waiting, exited], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        exited.cancel()
-    if not waiting.done():
-        waiting.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await waiting
-        await asyncio.sleep(0.05)  # its last stderr lines
-        raise AgentFailed(f"{what}: {process.describe_exit()}")
-    try:
-        return waiting.result()
-    except RequestError as exc:
-        raise AgentFailed(f"agent {process.name!r} refused {what}: {exc}") from None
-    except ConnectionError:
-        await asyncio.sleep(0.05)
-        raise AgentFailed(f"{what}: {process.describe_exit()}") from None
-
-
-async def start_agent(
-    name: str,
-    argv: Sequence[str],
-    env: Mapping[str, str],
-    cwd: str,
-    client: HostClient,
-    adopt: Callable[[AgentProcess], None] | None = None,
-) -> tuple[AgentProcess, ClientSideConnection, schema.InitializeResponse]:
-    """Spawn the (contained) agent and `initialize` it, offering fs and terminals."""
-    try:
-        process = await AgentProcess.spawn(name, argv, env, cwd)
-    except OSError as exc:
-        raise AgentFailed(f"agent {name!r} could not start: {exc}") from None
-    if adopt is not None:
-        adopt(process)
-    transport = AgentTransport(name, process.stdout, process.stdin)
-    # Unstable: resume and close are there in the SDK only with it (0.12).
-    conn = connect_to_agent(client, transport, use_unstable_protocol=True)
-    try:
-        init = await call_agent(
-            process,
-            conn.initialize(
-                protocol_version=PROTOCOL_VERSION,
-                client_capabilities=schema.ClientCapabilities(
-                    fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                    terminal=True,
-                ),
-                client_info=schema.Implementation(name=CLIENT_NAME, version="1"),
-            ),
-            "initialize",
-        )
-    except BaseException:
-        if adopt is None:  # nobody else holds it: stop it here
-            await process.stop()
-        raise
-    return process, conn, init
 
 
 class ExternalEngine:
@@ -160,24 +80,24 @@ class ExternalEngine:
         launch: Launch,
         remember: Callable[[str, Mapping[str, Any]], None] | None = None,
         prewarm: Prewarmer | None = None,
+        pool: AgentPool | None = None,
     ) -> None:
         self._definition = definition
         self._record = record
         self._launch = launch
         self._remember = remember
         self._prewarm = prewarm
-        self._process: AgentProcess | None = None
-        self._conn: ClientSideConnection | None = None
+        self._pool = pool if pool is not None else AgentPool()
+        self._connection: AgentConnection | None = None
         self._client: HostClient | None = None
         self._relay: Relay | None = None
         self._agent_session: str | None = None
         self._caps: schema.AgentCapabilities | None = None
         self._cancel_sent: asyncio.Task[None] | None = None
-        self._watchdog: asyncio.Task[None] | None = None
-        self._closed = False
-        self._host_for_events: EngineHost | None = None
-        self._config: Any = None  # the agent's config options, as it last said them
-        self._modes: schema.SessionModeState | None = None
+        self._left = False  # off its connection (closed, or detached)
+        self._detached: str | None = None  # why it was detached mid-turn (see _give_up)
+        self._host: EngineHost | None = None
+        self._options = AgentOptions(definition.name)
 
     @property
     def name(self) -> str:
@@ -195,13 +115,14 @@ class ExternalEngine:
     # ---- start -----------------------------------------------------------------------
 
     async def start(self, host: EngineHost) -> EngineStart:
-        """Spawn, initialize, open the agent's session; bounded by the start timeout.
-        Raises AgentFailed (the runtime stores its message as lastError)."""
+        """Join (or start) the agent's process, open the agent's session; bounded by the
+        start timeout. Raises AgentFailed (the runtime stores its message as lastError)."""
         launch = self._launch
         try:
             return await asyncio.wait_for(self._start(host), launch.start_timeout)
         except TimeoutError:
-            said = self._process.stderr_tail(4) if self._process else ""
+            process = self._connection.process if self._connection is not None else None
+            said = process.stderr_tail(4) if process is not None else ""
             await self.close()
             raise AgentFailed(
                 f"agent {self.name!r} did not start within {launch.start_timeout:g} s "
@@ -213,185 +134,97 @@ class ExternalEngine:
 
     async def _start(self, host: EngineHost) -> EngineStart:
         launch = self._launch
-        self._host_for_events = host
+        self._host = host
         relay = Relay(host, self._settings_changed)
         self._relay = relay
-        warm = None
-        if self._prewarm is not None:
-            warm = self._prewarm.take(Place(self.name, host.cwd, host.sandbox))
+        try:
+            argv = host.contain(launch.argv, launch.writable)
+        except SandboxUnavailable as exc:
+            raise AgentFailed(f"agent {self.name!r} cannot be contained: {exc}") from None
+        shared = self._definition.shared_process
+        key = ShareKey.of(self.name, argv, launch.env) if shared else None
+        connection = self._pool.connect(
+            self.name, key, (argv, launch.env, host.cwd), lambda: self._take_warm(host)
+        )
+        connection.join(self)
+        self._connection = connection
+        if connection.members > 1:
+            log.info(
+                "agent %s: session %s shares a process with %d other session(s)",
+                self.name,
+                self._record.session_id,
+                connection.members - 1,
+            )
+        init = await connection.ready()
+        client = HostClient(self.name, host, relay)
+        self._client = client
+        caps = init.agent_capabilities or schema.AgentCapabilities()
+        self._caps = caps
+        if self._remember is not None:
+            self._remember(self.name, _capabilities(init))
+        opener = SessionOpener(self.name, connection, client, relay, caps)
+        opened = await opener.open(self._record, host.cwd)
+        self._options.take(opened.answer)
+        client.session_id = opened.start.agent_session
+        self._agent_session = opened.start.agent_session
+        return opened.start
+
+    def _take_warm(self, host: EngineHost) -> WarmAgent | None:
+        if self._prewarm is None:
+            return None
+        warm = self._prewarm.take(Place(self.name, host.cwd, host.sandbox))
         if warm is not None:
             log.info(
                 "agent %s: session %s takes a warm process", self.name, self._record.session_id
             )
-            self._process, self._conn, self._client = warm.process, warm.conn, warm.client
-            warm.client.attach(host, relay)
-            init = warm.init
-        else:
-            try:
-                argv = host.contain(launch.argv, launch.writable)
-            except SandboxUnavailable as exc:
-                raise AgentFailed(f"agent {self.name!r} cannot be contained: {exc}") from None
-            client = HostClient(self.name)
-            client.attach(host, relay)
-            self._client = client
-            self._process, self._conn, init = await start_agent(
-                self.name, argv, launch.env, host.cwd, client, self._adopt
-            )
-        self._caps = init.agent_capabilities or schema.AgentCapabilities()
-        if self._remember is not None:
-            self._remember(self.name, _capabilities(init))
-        started = await self._open_session(host, relay)
-        assert self._client is not None and self._process is not None
-        self._client.session_id = started.agent_session
-        self._agent_session = started.agent_session
-        self._watchdog = asyncio.create_task(self._watch(self._process), name=f"watch {self.name}")
-        return started
-
-    def _adopt(self, process: AgentProcess) -> None:
-        """The process exists (before initialize answers): close stops it, even mid-start."""
-        self._process = process
-
-    async def _open_session(self, host: EngineHost, relay: Relay) -> EngineStart:
-        """The stored agent session resumed or loaded where the agent can (forked, for a
-        fork's first start); else a new one, with a note when a conversation is lost."""
-        assert self._conn is not None and self._caps is not None
-        conn, caps, record = self._conn, self._caps, self._record
-        stored = record.agent_session
-        session_caps = caps.session_capabilities
-        first_of_fork = record.forked_from is not None and record.generation == 1
-        if stored is not None and first_of_fork:
-            if session_caps is not None and session_caps.fork is not None:
-                forked = await self._call(
-                    conn.fork_session(cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()),
-                    "session/fork",
-                )
-                self._settings_from(forked)
-                return EngineStart(forked.session_id)
-        elif stored is not None:
-            try:
-                if session_caps is not None and session_caps.resume is not None:
-                    resumed = await self._call(
-                        conn.resume_session(
-                            cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
-                        ),
-                        "session/resume",
-                    )
-                    self._settings_from(resumed)
-                    return EngineStart(stored)
-                if caps.load_session:
-                    return await self._load(host, relay, stored)
-            except AgentFailed as exc:
-                if self._process is None or self._process.returncode is not None:
-                    raise
-                # It refused (its own store lost the session, say): start afresh, noted.
-                log.warning("agent %s: cannot continue session %s: %s", self.name, stored, exc)
-        opened = await self._call(
-            conn.new_session(cwd=host.cwd, mcp_servers=self._mcp()), "session/new"
-        )
-        self._settings_from(opened)
-        note = None
-        if record.turns > 0:  # a resume, a fork, an import: there was a conversation
-            can = "fork" if first_of_fork else "load or resume"
-            note = (
-                f"The agent {self.name!r} could not {can} its session here: a new agent "
-                "session started, and the agent does not know the conversation above."
-            )
-        return EngineStart(opened.session_id, note)
-
-    async def _load(self, host: EngineHost, relay: Relay, stored: str) -> EngineStart:
-        relay.replaying = True  # its history is in our transcript already
-        try:
-            if self._client is not None:
-                self._client.session_id = stored
-            loaded = await self._call(
-                self._conn_or_fail().load_session(
-                    cwd=host.cwd, session_id=stored, mcp_servers=self._mcp()
-                ),
-                "session/load",
-            )
-            self._settings_from(loaded)
-        finally:
-            relay.replaying = False
-        return EngineStart(stored)
-
-    def _mcp(self) -> list[Any]:
-        """The session's MCP servers, as its client gave them (ACP's own shapes, checked
-        by the edge): the agent connects to them itself, inside its sandbox."""
-        servers = json.loads(self._record.mcp_servers or "[]")
-        return servers if isinstance(servers, list) else []
-
-    def _settings_from(self, response: Any) -> None:
-        if response is None:
-            return
-        if getattr(response, "config_options", None) is not None:
-            self._config = response.config_options
-        if getattr(response, "modes", None) is not None:
-            self._modes = response.modes
+        return warm
 
     # ---- the agent's own settings ----------------------------------------------------
 
     def options(self) -> tuple[AgentOption, ...]:
-        return agent_options(self._config, self._modes)
-
-    def told(self, update: Any) -> bool:
-        """A settings update from the agent (the relay passes them here): kept. True when
-        the options changed."""
-        if isinstance(update, schema.ConfigOptionUpdate):
-            self._config = update.config_options
-            return True
-        if isinstance(update, schema.CurrentModeUpdate) and self._modes is not None:
-            self._modes = self._modes.model_copy(update={"current_mode_id": update.current_mode_id})
-            return True
-        return False
+        return self._options.offered()
 
     async def set_option(self, option_id: str, value: str) -> None:
-        option = next((o for o in self.options() if o.option_id == option_id), None)
-        if option is None:
-            known = ", ".join(o.option_id for o in self.options()) or "none"
-            raise InvalidInput(
-                "configId", f"agent {self.name!r} has no option {option_id!r} ({known})"
-            )
-        if value not in {choice for choice, _ in option.choices}:
-            allowed = ", ".join(choice for choice, _ in option.choices)
-            raise InvalidInput("value", f"{option.name} must be one of {allowed}, got {value!r}")
+        is_mode = self._options.check(option_id, value)
         conn, session = self._conn_or_fail(), self._agent_session
         if session is None:
             raise AgentFailed(f"agent {self.name!r} is not running")
-        is_mode = option_id == MODE_ID and not any(
-            isinstance(o, schema.SessionConfigOptionSelect) and o.id == MODE_ID
-            for o in self._config or ()
-        )
         if is_mode:
             await self._call(conn.set_session_mode(session_id=session, mode_id=value), "set_mode")
-            if self._modes is not None:
-                self._modes = self._modes.model_copy(update={"current_mode_id": value})
+            self._options.mode_set(value)
             return
         answer = await self._call(
             conn.set_config_option(config_id=option_id, session_id=session, value=value),
             "set_config_option",
         )
-        if answer is not None and answer.config_options is not None:
-            self._config = answer.config_options
+        self._options.take(answer)
 
     def _conn_or_fail(self) -> ClientSideConnection:
-        if self._conn is None:
+        if self._detached is not None:
+            raise AgentFailed(self._detached)
+        conn = self._connection.conn if self._connection is not None else None
+        if conn is None or self._left:
             raise AgentFailed(f"agent {self.name!r} is not running")
-        return self._conn
+        return conn
 
     async def _call(self, request: Any, what: str) -> Any:
-        process = self._process
-        assert process is not None
-        return await call_agent(process, request, what)
+        connection = self._connection
+        if connection is None:
+            if asyncio.iscoroutine(request):
+                request.close()  # never to be awaited
+            raise AgentFailed(f"agent {self.name!r} is not running")
+        return await connection.call(request, what)
 
     def _settings_changed(self, update: Any) -> None:
-        if self.told(update) and self._host_for_events is not None:
-            self._host_for_events.publish(AgentOptionsChanged(self.options()))
+        """The agent changed its own settings (the relay passes such updates here)."""
+        if self._options.told(update) and self._host is not None:
+            self._host.publish(AgentOptionsChanged(self.options()))
 
-    async def _watch(self, process: AgentProcess) -> None:
-        """An agent that exits between turns: logged (the next turn fails, named)."""
-        code = await process.wait()
-        if not self._closed:
-            log.warning("agent %s exited between turns (status %s)", self.name, code)
+    def lost(self, reason: str) -> None:
+        """Its process exited on its own (`connection.py`): the host is told, so a session
+        idle on it goes to error and its next prompt starts a new generation."""
+        if not self._left:
+            self._lose(reason)
 
     # ---- turns -----------------------------------------------------------------------
 
@@ -407,9 +240,10 @@ class ExternalEngine:
         return None
 
     async def run_turn(self, host: TurnHost, prompt: UserPrompt) -> TurnOutcome:
-        conn, relay, client, process = self._conn, self._relay, self._client, self._process
+        conn, relay, client = self._conn_or_fail(), self._relay, self._client
+        process = self._connection.process if self._connection is not None else None
         session = self._agent_session
-        if conn is None or relay is None or client is None or process is None or not session:
+        if relay is None or client is None or process is None or not session:
             raise AgentFailed(f"agent {self.name!r} is not running")
         if process.returncode is not None:
             raise AgentFailed(f"agent {self.name!r} is not running: {process.describe_exit()}")
@@ -443,32 +277,74 @@ class ExternalEngine:
         self, asked: asyncio.Future[Any], relay: Relay, client: HostClient
     ) -> None:
         """The turn was cancelled: the agent has the grace to end it (ACP: it answers the
-        prompt `cancelled`); one that does not is stopped, and the next turn fails
-        naming it (the session then starts a new process, as after a crash)."""
+        prompt `cancelled`); one that does not is given up on (`_give_up`)."""
         done, _ = await asyncio.wait([asked], timeout=self._launch.interrupt_grace)
         if not done:
             asked.cancel()
-            log.warning(
-                "agent %s did not end the turn within %g s of session/cancel: stopping it",
-                self.name,
-                self._launch.interrupt_grace,
-            )
-            if self._process is not None:
-                await self._process.stop()
+            await self._give_up()
         elif not asked.cancelled() and asked.exception() is None:
             await client.settled()
         await self._end(relay, client, cancelled=True)
+
+    async def _give_up(self) -> None:
+        """The agent did not end this session's cancelled turn within the grace.
+
+        Alone on its process: the process is stopped, in stages. Sharing it: stopping it
+        would kill the other sessions' work, so only this session leaves it, *detached*:
+        whatever the agent still sends for it is dropped (updates) or refused (requests:
+        no consent, no file, no terminal for it any more), its terminals are stopped,
+        `session/close` is sent where the agent takes it; the process takes no new
+        session and is stopped when the last of the others leaves. Either way the session
+        goes to error once the cancelled turn is recorded (lastError saying which), and
+        its next prompt starts a new generation on a new process.
+        """
+        connection = self._connection
+        grace = self._launch.interrupt_grace
+        if connection is None:
+            return
+        if not connection.others(self):
+            log.warning(
+                "agent %s did not end the turn within %g s of session/cancel: stopping it",
+                self.name,
+                grace,
+            )
+            await connection.stop()
+            self._lose(
+                f"agent {self.name!r} did not end a cancelled turn within {grace:g} s of "
+                "session/cancel: it was stopped"
+            )
+            return
+        log.warning(
+            "agent %s did not end session %s's turn within %g s of session/cancel: the "
+            "session leaves the process it shares with %d other session(s)",
+            self.name,
+            self._record.session_id,
+            grace,
+            connection.members - 1,
+        )
+        self._detached = (
+            f"agent {self.name!r} did not end this session's cancelled turn within {grace:g} s "
+            "of session/cancel: the session left the agent process it shared with other "
+            "sessions (their turns go on)"
+        )
+        connection.drain()
+        await self._leave()
+        self._lose(self._detached)
+
+    def _lose(self, reason: str) -> None:
+        if self._host is not None:
+            self._host.engine_lost(reason)
 
     async def _end(self, relay: Relay, client: HostClient, *, cancelled: bool = False) -> str:
         client.end_turn()
         return await relay.end_turn(cancelled=cancelled)
 
     def cancel(self) -> None:
-        """ACP's `session/cancel`; the task running the turn is cancelled right after, and
-        an agent that has not stopped within the grace is stopped (closing the runtime's
-        generation: the next prompt starts a new one)."""
-        conn, session = self._conn, self._agent_session
-        if conn is None or session is None or self._cancel_sent is not None:
+        """ACP's `session/cancel` for this session; the task running the turn is cancelled
+        right after, and an agent that has not stopped within the grace is given up on."""
+        conn = self._connection.conn if self._connection is not None else None
+        session = self._agent_session
+        if conn is None or session is None or self._cancel_sent is not None or self._left:
             return
         self._cancel_sent = asyncio.create_task(self._send_cancel(conn, session))
 
@@ -481,17 +357,41 @@ class ExternalEngine:
     # ---- end -------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Stop the agent: stdin EOF, SIGTERM, SIGKILL to its group (its PID namespace
-        with it). Idempotent."""
-        self._closed = True
-        client, conn, process = self._client, self._conn, self._process
+        """Leave the agent's process (the last session out stops it: stdin EOF, SIGTERM,
+        SIGKILL to its group, its PID namespace with it). Idempotent."""
+        await self._leave()
+        if self._cancel_sent is not None and not self._cancel_sent.done():
+            self._cancel_sent.cancel()
+
+    async def _leave(self) -> None:
+        """Off the connection: this session's terminals stopped, its id no longer routed,
+        `session/close` sent if others stay on the process and the agent takes it."""
+        connection, client, session = self._connection, self._client, self._agent_session
+        if self._left or connection is None:
+            self._left = True
+            return
+        self._left = True
         if client is not None:
+            connection.router.forget(client)
             await client.close()
-        if process is not None:
-            await process.stop()
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
-        for task in (self._watchdog, self._cancel_sent):
-            if task is not None and not task.done():
-                task.cancel()
+        if session is not None and connection.others(self) and self._closes_sessions():
+            await self._close_agent_session(connection, session)
+        await connection.leave(self)
+
+    def _closes_sessions(self) -> bool:
+        caps = self._caps.session_capabilities if self._caps is not None else None
+        return caps is not None and caps.close is not None
+
+    async def _close_agent_session(self, connection: AgentConnection, session: str) -> None:
+        """ACP's `session/close`: the agent frees what it holds for the session (bounded
+        by the grace: a leaving session is not held up by an agent that does not answer)."""
+        conn = connection.conn
+        if conn is None:
+            return
+        try:
+            await asyncio.wait_for(
+                connection.call(conn.close_session(session_id=session), "session/close"),
+                self._launch.interrupt_grace,
+            )
+        except (TimeoutError, AgentFailed) as exc:
+            log.warning("agent %s: session/close of %s failed: %s", self.name, session, exc)

@@ -38,6 +38,7 @@ from sidecar.domain.redaction import SECRETS
 
 if TYPE_CHECKING:  # the modules that import ACP's SDK, imported once it is loaded
     from sidecar.agent.external.engine import Launch
+    from sidecar.agent.external.pool import AgentPool
     from sidecar.agent.external.prewarm import Place, Prewarmer, WarmAgent
 
 Contain = Callable[[Sequence[str], Sequence[str], str, Sandbox], list[str]]
@@ -162,12 +163,14 @@ def _mask_secrets(names: Iterable[str], env: Mapping[str, str]) -> None:
 
 
 class Engines:
-    """The `RuntimeDeps.make_engine` of a sidecar with external agents, and the warm
-    processes it keeps (`--prewarm`)."""
+    """The `RuntimeDeps.make_engine` of a sidecar with external agents, the agent
+    processes its sessions run on (`AgentPool`: shared where an agent allows it) and the
+    warm processes it keeps (`--prewarm`)."""
 
     def __init__(self, catalog: AgentCatalog, settings: AgentSettings) -> None:
         self._catalog = catalog
         self._settings = settings
+        self._pool: AgentPool | None = None  # made with the first external engine
         self.prewarmer: Prewarmer | None = None
         names = frozenset(n for n in settings.prewarm if self._warmable(n))
         if names and settings.contain is not None:
@@ -187,9 +190,9 @@ class Engines:
 
     async def _start_warm(self, place: Place) -> WarmAgent:
         # Imported here, once ACP's SDK is loaded (launch_for loads it): see load_acp.
-        from sidecar.agent.external.client import HostClient
-        from sidecar.agent.external.engine import start_agent
+        from sidecar.agent.external.connection import start_agent
         from sidecar.agent.external.prewarm import WarmAgent
+        from sidecar.agent.external.router import SessionRouter
 
         defn = self._catalog.get(place.agent)
         launch = launch_for(defn, self._settings, None)
@@ -198,11 +201,11 @@ class Engines:
         contain = self._settings.contain
         assert contain is not None
         argv = contain(launch.argv, launch.writable, place.cwd, place.sandbox)
-        client = HostClient(defn.name)
+        router = SessionRouter(defn.name)
         process, conn, init = await asyncio.wait_for(
-            start_agent(defn.name, argv, launch.env, place.cwd, client), launch.start_timeout
+            start_agent(defn.name, argv, launch.env, place.cwd, router), launch.start_timeout
         )
-        return WarmAgent(place, process, conn, client, init)
+        return WarmAgent(place, process, conn, router, init)
 
     def __call__(self, record: SessionRecord) -> Engine:
         catalog = self._catalog
@@ -218,10 +221,21 @@ class Engines:
             return UnstartableEngine(defn.name, launch)
         self._settings.load_acp()
         from sidecar.agent.external.engine import ExternalEngine
+        from sidecar.agent.external.pool import AgentPool
 
+        if self._pool is None:
+            self._pool = AgentPool()
         return ExternalEngine(
-            defn, record, launch, remember=catalog.remember, prewarm=self.prewarmer
+            defn, record, launch, remember=catalog.remember, prewarm=self.prewarmer, pool=self._pool
         )
+
+    async def aclose(self) -> None:
+        """At exit, after every session closed: the warm processes, and any agent process
+        still running (none should be: the last session on each stopped it)."""
+        if self.prewarmer is not None:
+            await self.prewarmer.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()
 
 
 def engine_factory(catalog: AgentCatalog, settings: AgentSettings) -> Engines:

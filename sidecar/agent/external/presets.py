@@ -1,6 +1,12 @@
 """The external agents we know how to run without any configuration: the ACP adapters of
 Claude Code and Codex, and the ACP modes of Gemini CLI and Qwen Code. Program names are the
-`bin` entries of their npm packages (checked with `npm view PACKAGE bin`)."""
+`bin` entries of their npm packages (checked with `npm view PACKAGE bin`).
+
+`shared_process` only where an agent is known to serve several sessions over one
+connection: both adapters keep a table of sessions by id (as Zed, which runs one process
+per agent for all its threads, relies on; claude-agent-acp 0.23 `sessions[sessionId]`,
+codex-acp 0.16 checked by tests/test_real_agents_e2e.py). Gemini and Qwen stay one process
+per session until tried."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ _ALL = (
         ),
         writable=("~/.claude", "~/.claude.json"),
         install="npm install -g @zed-industries/claude-agent-acp",
+        shared_process=True,
     ),
     AgentDefinition(
         name="codex",
@@ -29,6 +36,7 @@ _ALL = (
         pass_env=("OPENAI_API_KEY", "CODEX_HOME"),
         writable=("~/.codex",),
         install="npm install -g @zed-industries/codex-acp",
+        shared_process=True,
     ),
     AgentDefinition(
         name="gemini",

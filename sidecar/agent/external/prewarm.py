@@ -10,7 +10,9 @@ the warm process starts its replacement at once, in the background; an agent's l
 session moving to another directory moves its warm process there.
 
 A warm process belongs to no session until taken: whatever it sends meanwhile is dropped
-(`HostClient` has no host yet), and it is stopped in stages like any agent at exit.
+(its router serves no session yet), and it is stopped in stages like any agent at exit.
+Taken, it becomes the session's agent connection (`pool.py`), which later sessions of a
+`shared_process` agent in the same place join.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from acp import schema
 from acp.client.connection import ClientSideConnection
 
 from protocol.values import Sandbox
-from sidecar.agent.external.client import HostClient
 from sidecar.agent.external.process import AgentProcess
+from sidecar.agent.external.router import SessionRouter
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ class WarmAgent:
     place: Place
     process: AgentProcess
     conn: ClientSideConnection
-    client: HostClient
+    router: SessionRouter
     init: schema.InitializeResponse
 
     async def stop(self) -> None:

@@ -89,6 +89,14 @@ class AgentProcess:
     async def wait(self) -> int:
         return await self._process.wait()
 
+    async def ended(self) -> int:
+        """Its exit status, once it has exited and its last stderr lines are read (what
+        `describe_exit` says then is complete)."""
+        code = await self._process.wait()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([self._stderr], timeout=1.0)
+        return code
+
     def stderr_tail(self, lines: int = 8) -> str:
         """The last lines the agent printed on stderr (for an error message: the agent's
         own words, cut short, after the log's redaction rules in `describe_exit`)."""
