@@ -130,11 +130,23 @@ def _replay_point_leniency(case: Any) -> bool:
     return query is not None and not _as_text(query).strip()
 
 
-def _refusals(case: Any) -> set[int]:
+# aiohttp's HTTP parser limit for the request line and each header (its default, which
+# the listener keeps): a longer request is refused by the parser before any route or the
+# guard sees it, so it cannot be told apart by its token.
+PARSER_LINE_LIMIT = 8190
+
+
+def _refusals(case: Any, request: Any) -> set[int]:
     """What a request without the token may get: 401, or 403 if a generated extra
-    header happens to be one the guard checks first (Host, Origin)."""
+    header happens to be one the guard checks first (Host, Origin), or 400 if the
+    request line or a header is over the parser's limit (`request` as sent)."""
     names = {name.lower() for name in (case.headers or {})}
-    return {401, 403} if names & {"host", "origin"} else {401}
+    refusals = {401, 403} if names & {"host", "origin"} else {401}
+    lines = [f"{request.method} {request.path_url} HTTP/1.1"]
+    lines += [f"{name}: {value}" for name, value in request.headers.items()]
+    if any(len(line.encode()) > PARSER_LINE_LIMIT for line in lines):
+        refusals.add(400)
+    return refusals
 
 
 def _error_shaped(response: schemathesis.Response) -> str | None:
@@ -227,7 +239,7 @@ def _fuzz(
             failures.append(f"{where}: {exc}")
             return
         problem = _error_shaped(response)
-        if problem is None and token is None and response.status_code not in _refusals(case):
+        if problem is None and token is None and response.status_code not in _refusals(case, response.request):
             problem = f"no token, yet {response.status_code}: {response.content[:200]!r}"
         if problem is None and events and response.status_code == 200:
             problem = _sse_problem(response.content)
