@@ -239,7 +239,11 @@ def _fuzz(
             failures.append(f"{where}: {exc}")
             return
         problem = _error_shaped(response)
-        if problem is None and token is None and response.status_code not in _refusals(case, response.request):
+        if (
+            problem is None
+            and token is None
+            and response.status_code not in _refusals(case, response.request)
+        ):
             problem = f"no token, yet {response.status_code}: {response.content[:200]!r}"
         if problem is None and events and response.status_code == 200:
             problem = _sse_problem(response.content)
