@@ -85,7 +85,7 @@ class Page:
                 return value
             if time.monotonic() > deadline:
                 state = self.js(
-                    "JSON.stringify({url: location.href, readyState: document.readyState,"
+                    "JSON.stringify({url: location.href.slice(0, 80), readyState: document.readyState,"
                     f" banner: ({SEL}('[data-testid=error-banner]') || {{}}).innerText,"
                     " bridge: !!(window.pywebview && window.pywebview.api),"
                     " items: document.querySelectorAll('[data-testid=session-item]').length})"
@@ -2035,7 +2035,8 @@ def worktree_discard(page: Page, args: argparse.Namespace) -> dict[str, Any]:
     # 120 files: the view shows a page of 100, the rest on "Load more files".
     auto_approve(page, sid)
     page.send("$ for i in $(seq 1 120); do echo line $i > f$i.txt; done")
-    page.wait_item(sid, "running")
+    # Not "running" first: a turn this short may be over before a poll sees it.
+    page.wait_text("transcript", "exited with status 0")
     page.wait_item(sid, "idle")
     page.click("branch-changes")
     page.wait("document.querySelectorAll('[data-testid=branch-file]').length > 0", "a page")
