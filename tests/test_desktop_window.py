@@ -852,20 +852,23 @@ def test_a_closed_worktree_session_is_discarded_after_a_confirmation(tmp_path: P
     assert _git(tmp_path / "workspace", "branch", "--list", r["branch"]).strip() == ""
 
 
+# The file the review scenarios' turn wrote: a line per place a hunk may be.
+POEM = (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
+
+
+def poem_text(**changed: str) -> str:
+    """The poem with the lines named replaced (`two="TWO"`)."""
+    return "".join(f"{changed.get(line, line)}\n" for line in POEM)
+
+
 @window_only
 def test_a_turns_hunks_are_accepted_and_rejected_one_by_one_with_the_keyboard(
     tmp_path: Path,
 ) -> None:
     r = run_driver("hunk_review", tmp_path)
-    poem = [
-        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-        "eighteen", "nineteen", "twenty",
-    ]  # fmt: skip
-
-    def text(**changed: str) -> str:
-        return "".join(f"{changed.get(line, line)}\n" for line in poem)
-
     assert r["state"] == "2 hunks · 0 kept · 0 reverted · 2 to review"
     assert "del|2||two" in r["rows"] and "add||2|TWO" in r["rows"]
     assert "del|19||nineteen" in r["rows"] and "add||19|NINETEEN" in r["rows"]
@@ -873,17 +876,17 @@ def test_a_turns_hunks_are_accepted_and_rejected_one_by_one_with_the_keyboard(
     assert r["after_a"] == {"verdicts": ["accepted", ""], "focus": 1}
     # r on the second hunk reverted it on disk; the first (accepted) stays as the turn left it.
     assert r["notice"].startswith("Reverted 1 hunk of poem.txt (turn 1).")
-    assert r["on_disk"] == text(two="TWO")
+    assert r["on_disk"] == poem_text(two="TWO")
     after = r["after_r"]
     assert after["verdicts"][0] == "accepted" and "rejected" in after["verdicts"]
     assert "1 kept · 1 reverted" in after["state"] and after["focused_hunk"] >= 0
     # Lines changed since the turn: refused, nothing touched, until "Revert anyway".
     refusal = r["refusal"]
     assert "changed since" in refusal["text"] and refusal["focus"] == "revert-force"
-    assert refusal["on_disk"] == text(two="TWO", ten="ten, by the user")
+    assert refusal["on_disk"] == poem_text(two="TWO", ten="ten, by the user")
     assert "overwriting later changes" in r["forced_notice"]
-    assert r["forced_on_disk"] == text(two="TWO")
-    assert r["undone_on_disk"] == text(two="TWO", ten="ten, by the user")
+    assert r["forced_on_disk"] == poem_text(two="TWO")
+    assert r["undone_on_disk"] == poem_text(two="TWO", ten="ten, by the user")
 
 
 @window_only
@@ -891,22 +894,13 @@ def test_a_files_reject_takes_back_only_the_hunks_not_accepted_and_its_accept_th
     tmp_path: Path,
 ) -> None:
     r = run_driver("file_review", tmp_path)
-    poem = [
-        "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-        "eighteen", "nineteen", "twenty",
-    ]  # fmt: skip
-
-    def text(**changed: str) -> str:
-        return "".join(f"{changed.get(line, line)}\n" for line in poem)
-
     assert r["before"]["text"] == "Reject file"
     assert "except hunks you accept first" in r["before"]["title"]
     assert r["one_kept"]["text"] == "Reject the rest"
     assert "2 hunks of poem.txt not accepted (the 1 kept stay)" in r["one_kept"]["title"]
     assert r["notice"].startswith("Reverted 2 hunks of poem.txt (turn 1).")
     assert r["verdicts"] == ["rejected", "accepted", "rejected"]
-    assert r["on_disk"] == text(ten="TEN")  # the accepted hunk stays as the turn left it
+    assert r["on_disk"] == poem_text(ten="TEN")  # the accepted hunk stays as the turn left it
     assert "1 kept · 2 reverted · 0 to review" in r["after"]["state"]
     assert r["after"]["reject_disabled"] is True and r["after"]["accept_disabled"] is True
     second = r["second"]
@@ -914,7 +908,7 @@ def test_a_files_reject_takes_back_only_the_hunks_not_accepted_and_its_accept_th
     assert "1 kept · 1 reverted · 0 to review" in second["state"]
     assert second["accept_disabled"] is True and second["reject_disabled"] is True
     # The kept hunk as the turn left it (its /write ended the file without a newline).
-    assert second["on_disk"] == text(eighteen="EIGHTEEN").rstrip("\n")
+    assert second["on_disk"] == poem_text(eighteen="EIGHTEEN").rstrip("\n")
 
 
 @window_only

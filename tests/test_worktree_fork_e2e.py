@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from harness import Sidecar
-from test_worktree_sessions_e2e import GIT_ENV, git, new_in_worktree, repo
+from test_worktree_sessions_e2e import GIT_ENV, closed_on_host, git, new_in_worktree, repo
 
 from desktop.client import RpcError
 
@@ -109,13 +109,8 @@ async def test_a_fork_in_place_on_another_host_is_refused_naming_it(
     tmp_path: Path, repo: Path
 ) -> None:
     data = tmp_path / "data"
-    alpha = await Sidecar.start(data, "--host-id", "alpha", env=GIT_ENV)
-    try:
-        opened = await new_in_worktree(alpha, repo, True)
-        sid, path = opened["sessionId"], opened["_meta"]["worktree"]["path"]
-        await alpha.call("session/close", {"sessionId": sid})
-    finally:
-        await alpha.close()
+    opened = await closed_on_host(data, repo, "alpha")
+    sid, path = opened["sessionId"], opened["_meta"]["worktree"]["path"]
     beta = await Sidecar.start(data, "--host-id", "beta", env=GIT_ENV)
     try:
         with pytest.raises(RpcError) as caught:

@@ -58,6 +58,20 @@ async def new_in_worktree(sidecar: Sidecar, cwd: Path, worktree: Any, **meta: An
     )
 
 
+async def closed_on_host(data: Path, repo: Path, host: str, prompt: str | None = None) -> Any:
+    """A worktree session made (and `prompt`ed) by a sidecar of `host` on `data`, then
+    closed: the `session/new` answer."""
+    sidecar = await Sidecar.start(data, "--host-id", host, env=GIT_ENV)
+    try:
+        opened = await new_in_worktree(sidecar, repo, True, approval="auto")
+        if prompt is not None:
+            await sidecar.prompt(opened["sessionId"], prompt)
+        await sidecar.call("session/close", {"sessionId": opened["sessionId"]})
+        return opened
+    finally:
+        await sidecar.close()
+
+
 async def test_a_session_works_on_its_own_branch_then_merges_back(
     tmp_path: Path, repo: Path
 ) -> None:
@@ -267,14 +281,8 @@ async def test_a_merge_runs_under_the_turn_lock(tmp_path: Path, repo: Path) -> N
 
 async def test_a_merge_on_another_host_is_refused_naming_it(tmp_path: Path, repo: Path) -> None:
     data = tmp_path / "data"
-    alpha = await Sidecar.start(data, "--host-id", "alpha", env=GIT_ENV)
-    try:
-        opened = await new_in_worktree(alpha, repo, True, approval="auto")
-        sid = opened["sessionId"]
-        await alpha.prompt(sid, "/write work.md from alpha")
-        await alpha.call("session/close", {"sessionId": sid})
-    finally:
-        await alpha.close()
+    opened = await closed_on_host(data, repo, "alpha", "/write work.md from alpha")
+    sid = opened["sessionId"]
     head = git(repo, "rev-parse", "HEAD")
     beta = await Sidecar.start(data, "--host-id", "beta", env=GIT_ENV)
     try:
@@ -442,13 +450,8 @@ async def test_orphaned_worktrees_are_reported_then_pruned_only_when_asked(
 
 async def test_a_worktree_belongs_to_the_host_that_made_it(tmp_path: Path, repo: Path) -> None:
     data = tmp_path / "data"
-    alpha = await Sidecar.start(data, "--host-id", "alpha", env=GIT_ENV)
-    try:
-        opened = await new_in_worktree(alpha, repo, True)
-        sid, path = opened["sessionId"], opened["_meta"]["worktree"]["path"]
-        await alpha.call("session/close", {"sessionId": sid})
-    finally:
-        await alpha.close()
+    opened = await closed_on_host(data, repo, "alpha")
+    sid, path = opened["sessionId"], opened["_meta"]["worktree"]["path"]
     # The same store read by another host (a shared PostgreSQL, here the same file).
     beta = await Sidecar.start(data, "--host-id", "beta", env=GIT_ENV)
     try:
