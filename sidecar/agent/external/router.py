@@ -25,6 +25,9 @@ from sidecar.agent.external.client import HostClient
 log = logging.getLogger(__name__)
 
 NOT_SERVED = "not a session of this agent connection"
+# How many ids that left a connection it remembers (the oldest forgotten first): a process
+# serving sessions for days must not grow without bound for their stray updates.
+LEFT_REMEMBERED = 4096
 
 
 class SessionRouter:
@@ -35,7 +38,7 @@ class SessionRouter:
         self._routes: dict[str, HostClient] = {}
         self._held: dict[HostClient, set[str]] = {}  # each client's ids, to forget them
         self._opening: HostClient | None = None
-        self._left: set[str] = set()
+        self._left: dict[str, None] = {}  # ids that left, oldest first (an ordered set)
 
     # ---- which session is whose ------------------------------------------------------
 
@@ -47,7 +50,7 @@ class SessionRouter:
             raise ValueError(f"agent session {session_id[:80]!r} is another session's")
         self._routes[session_id] = client
         self._held.setdefault(client, set()).add(session_id)
-        self._left.discard(session_id)
+        self._left.pop(session_id, None)
 
     def remove(self, session_id: str) -> None:
         """The session left this connection: what the agent still sends for it is dropped
@@ -55,15 +58,20 @@ class SessionRouter:
         client = self._routes.pop(session_id, None)
         if client is not None:
             self._held[client].discard(session_id)
-            self._left.add(session_id)
+            self._gone(session_id)
 
     def forget(self, client: HostClient) -> None:
         """Every id routed to `client` (its session leaves: closed, detached, failed)."""
         for session_id in self._held.pop(client, set()):
             del self._routes[session_id]
-            self._left.add(session_id)
+            self._gone(session_id)
         if self._opening is client:
             self._opening = None
+
+    def _gone(self, session_id: str) -> None:
+        self._left[session_id] = None
+        if len(self._left) > LEFT_REMEMBERED:
+            del self._left[next(iter(self._left))]
 
     def holds(self, session_id: str) -> bool:
         return session_id in self._routes
