@@ -244,6 +244,15 @@ def host_pid(mark: str, namespace_pid: int, timeout: float = 5.0) -> int:
         time.sleep(0.02)
 
 
+def has_line(path: Path) -> bool:
+    """`path` holds a whole line: a shell's `echo $$ > f` creates the file before it
+    writes, so "exists" alone may be read as empty."""
+    try:
+        return path.read_text().endswith("\n")
+    except FileNotFoundError:
+        return False
+
+
 async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from harness import Sidecar, eventually, host_pid, marker, pid_alive
+from harness import Sidecar, eventually, has_line, host_pid, marker, pid_alive
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
@@ -245,7 +245,7 @@ async def test_cancel_ends_turn_and_kills_the_tool_process_group(sidecar: Sideca
     )
     turn = sidecar.prompt_task(sid, f"$ {command}")
     assert await eventually(
-        lambda: (workspace / "leader.pid").exists() and (workspace / "grandchild.pid").exists()
+        lambda: has_line(workspace / "leader.pid") and has_line(workspace / "grandchild.pid")
     )
     await asyncio.sleep(0.1)
     leader = host_pid(mark, int((workspace / "leader.pid").read_text()))
@@ -338,7 +338,7 @@ async def test_stdin_eof_closes_sessions_and_leaves_no_child(data_dir: Path, wor
     idle_sid = (await sidecar.new_session(workspace))["sessionId"]
     mark, marked = marker()
     sidecar.prompt_task(sid, f"$ {marked}echo $$ > tool.pid; sleep 1000")
-    assert await eventually(lambda: (workspace / "tool.pid").exists())
+    assert await eventually(lambda: has_line(workspace / "tool.pid"))
     await asyncio.sleep(0.1)
     tool = host_pid(mark, int((workspace / "tool.pid").read_text()))
     assert await sidecar.close() == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from harness import Sidecar, eventually, host_pid, marker, pid_alive
+from harness import Sidecar, eventually, has_line, host_pid, marker, pid_alive
 
 from desktop.client import RpcError
 from protocol.errors import ErrorCode
@@ -101,7 +101,7 @@ async def test_cancel_sends_sigint_first_like_ctrl_c(sidecar: Sidecar, workspace
         "sleep 1000 & wait"
     )
     turn = sidecar.prompt_task(sid, f"$ {command}")
-    assert await eventually(lambda: (workspace / "leader.pid").exists())
+    assert await eventually(lambda: has_line(workspace / "leader.pid"))
     leader = host_pid(mark, int((workspace / "leader.pid").read_text()))
     await asyncio.sleep(0.2)
     await sidecar.client.notify("session/cancel", {"sessionId": sid})
@@ -119,7 +119,7 @@ async def test_no_orphans_from_a_pty_command_on_close(sidecar: Sidecar, workspac
     )
     sidecar.prompt_task(sid, f"$ {command}")
     assert await eventually(
-        lambda: (workspace / "leader.pid").exists() and (workspace / "grandchild.pid").exists()
+        lambda: has_line(workspace / "leader.pid") and has_line(workspace / "grandchild.pid")
     )
     await asyncio.sleep(0.2)
     pids = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from harness import Sidecar, eventually, host_pid, marker, pid_alive
+from harness import Sidecar, eventually, has_line, host_pid, marker, pid_alive
 
 
 async def start(data_dir: Path, *args: str) -> Sidecar:
@@ -31,7 +31,7 @@ async def test_output_cap_and_timeout(data_dir: Path, workspace: Path):
 
         mark, marked = marker()
         turn = sidecar.prompt_task(sid, f"$ {marked}echo $$ > slow.pid; sleep 30")
-        assert await eventually(lambda: (workspace / "slow.pid").exists())
+        assert await eventually(lambda: has_line(workspace / "slow.pid"))
         slow = host_pid(mark, int((workspace / "slow.pid").read_text()))
         result = await asyncio.wait_for(turn, 20)
         assert result["stopReason"] == "end_turn"
@@ -51,7 +51,7 @@ async def test_background_leftovers_are_stopped_when_the_command_ends(
     turn = sidecar.prompt_task(
         sid, f"$ {marked}sleep 1000 & echo $! > bg.pid; sleep 0.5; echo started"
     )
-    assert await eventually(lambda: (workspace / "bg.pid").exists())
+    assert await eventually(lambda: has_line(workspace / "bg.pid"))
     leftover = host_pid(mark, int((workspace / "bg.pid").read_text()))
     result = await asyncio.wait_for(turn, 20)
     assert "exited with status 0" in result["_meta"]["response"]
@@ -66,7 +66,7 @@ async def test_a_child_that_ignores_sigterm_is_killed_on_cancel(data_dir: Path, 
         turn = sidecar.prompt_task(
             sid, f"$ {marked}trap '' TERM; echo $$ > stubborn.pid; sleep 1000"
         )
-        assert await eventually(lambda: (workspace / "stubborn.pid").exists())
+        assert await eventually(lambda: has_line(workspace / "stubborn.pid"))
         await asyncio.sleep(0.1)
         stubborn = host_pid(mark, int((workspace / "stubborn.pid").read_text()))
         await sidecar.call("session/cancel", {"sessionId": sid})
