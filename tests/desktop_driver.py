@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from desktop_compose import COMPOSE_SCENARIOS  # noqa: E402
-from desktop_steer import STEER_SCENARIOS, STEER_SETUPS  # noqa: E402
+from desktop_steer import STEER_SCENARIOS, STEER_SETUPS, fake_chat_server  # noqa: E402
 
 from desktop.app import AppOptions, DesktopApp, exit_when_threads_finish  # noqa: E402
 from protocol.methods import Method  # noqa: E402
@@ -1563,24 +1563,8 @@ def library_scale(page: Page, args: argparse.Namespace) -> dict[str, Any]:
 @contextlib.contextmanager
 def provider_with_two_models(args: argparse.Namespace) -> Iterator[list[str]]:
     """The fake Chat Completions server offering two models, the sidecar on it."""
-    port_file = Path(args.data_dir).parent / "fake-openai.port"
-    server = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "fake_chat_server.py"),
-         "--port-file", str(port_file), "--models", "fake-large,fake-small"],
-        start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + WAIT
-        while not port_file.exists():
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError("the fake provider server did not start")
-            time.sleep(0.05)
-        args.provider_url = f"http://127.0.0.1:{port_file.read_text()}"
-        yield ["--provider", "openai", "--base-url", f"{args.provider_url}/v1",
-               "--model", "fake-small"]  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(10)
+    with fake_chat_server(args) as base_url:
+        yield ["--provider", "openai", "--base-url", base_url, "--model", "fake-small"]
 
 
 @scenario

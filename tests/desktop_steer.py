@@ -235,9 +235,10 @@ def edit_plan(page: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def text_only_small_model(args: argparse.Namespace) -> Iterator[list[str]]:
-    """The fake Chat Completions server offering `fake-large` and `fake-small`, the
-    sidecar on it told that `fake-small` takes no images (`--text-only-model`)."""
+def fake_chat_server(args: argparse.Namespace) -> Iterator[str]:
+    """The fake Chat Completions server (tests/fake_chat_server.py) offering `fake-large`
+    and `fake-small`, running while the scenario does: its `/v1` base URL (its root is
+    `args.provider_url` too)."""
     port_file = Path(args.data_dir).parent / "fake-openai.port"
     server = subprocess.Popen(
         [sys.executable, str(HERE / "fake_chat_server.py"), "--port-file", str(port_file),
@@ -251,11 +252,19 @@ def text_only_small_model(args: argparse.Namespace) -> Iterator[list[str]]:
                 raise RuntimeError("the fake provider server did not start")
             time.sleep(0.05)
         args.provider_url = f"http://127.0.0.1:{port_file.read_text()}"
-        yield ["--provider", "openai", "--base-url", f"{args.provider_url}/v1",
-               "--model", "fake-large", "--text-only-model", "fake-small"]  # fmt: skip
+        yield f"{args.provider_url}/v1"
     finally:
         server.terminate()
         server.wait(10)
+
+
+@contextlib.contextmanager
+def text_only_small_model(args: argparse.Namespace) -> Iterator[list[str]]:
+    """The sidecar on the fake server, told that `fake-small` takes no images
+    (`--text-only-model`)."""
+    with fake_chat_server(args) as base_url:
+        yield ["--provider", "openai", "--base-url", base_url,
+               "--model", "fake-large", "--text-only-model", "fake-small"]  # fmt: skip
 
 
 def queue_refused(page: Any, args: argparse.Namespace) -> dict[str, Any]:
